@@ -1,0 +1,713 @@
+/*
+RMSNorm forward and backward kernels (the numgate target kernels for RMSNorm).
+
+The op (Zhang & Sennrich 2019, "Root Mean Square Layer Normalization"; the Llama /
+Qwen3 form: no mean subtraction, no bias, eps inside the square root, the weight
+applied after normalizing). For a row x[0..H) of a row-major [rows, H] tensor:
+
+    rstd = 1 / sqrt( sum_i x_i^2 / H + eps )
+    y_i  = (x_i * rstd) * w_i
+
+Backward. With g_i = dy_i * w_i and xhat_i = x_i * rstd, differentiating y through
+rstd gives d rstd / d x_i = -rstd^3 * x_i / H, hence
+
+    dx_i = rstd * ( g_i - xhat_i * rstd * (sum_j g_j * x_j) / H )
+    dw_i = sum over rows of dy_i * xhat_i
+
+Numerics contract (the CPU reference in rmsnorm_oracle.cpp mirrors it). acc is float
+for T = float, __half, __nv_bfloat16 and double for T = double. Every listed scalar
+operation is one IEEE operation, round to nearest; sums may be evaluated in any fixed
+tree order and a*b+c may be fused (FMA):
+
+  forward, per row:   ss   = sum_i acc(x_i)^2
+                      ms   = ss / acc(H)
+                      r    = 1 / sqrt(ms + acc(eps))     (correctly rounded divide and
+                                                          sqrt: __fdiv_rn/__fsqrt_rn,
+                                                          never rsqrtf)
+                      y_i  = T( (acc(x_i) * r) * acc(w_i) )
+  backward, per row:  g_i  = acc(dy_i) * acc(w_i)
+                      s    = sum_i acc(x_i)^2 ;  r as above
+                      mgx  = (sum_i g_i * acc(x_i)) / acc(H)
+                      xhat = acc(x_i) * r
+                      dx_i = T( r * (g_i - xhat * (r * mgx)) )
+                      r is also stored (as acc) in the workspace
+  weight gradient:    dw_j = T( sum_rows acc(dy[r,j]) * (acc(x[r,j]) * r_r) )
+                      with r_r bitwise the value used for dx (read back from the
+                      workspace), summed in acc by a two-stage reduction (below).
+
+Inputs with NaN/Inf are not special-cased: a NaN anywhere in a row makes the row's
+sums NaN and so every output of the row; an Inf in x gives rstd = 0 and Inf * 0 = NaN.
+
+Design.
+
+  Vector access on a virtual grid. A row of T starting at address p is viewed on a
+  16-byte grid that starts shift = (p % 16) / sizeof(T) elements before p. "Unit" u
+  covers row elements [u*VEC - shift, (u+1)*VEC - shift) clipped to [0, H), with
+  VEC = 16 / sizeof(T); a row has nunits = ceil((H + shift) / VEC) units. The grid is
+  chosen per row from x, so x's full units are always 16-byte aligned. Every other
+  tensor (w, dy, dx, y) is checked once per row: if (ptr - shift) is 16-byte aligned
+  its full units are too, and they move as one 16-byte access; otherwise (and for the
+  partial first/last unit) the unit moves element by element. The check is uniform
+  across the block, so this costs no divergence, and any element alignment of any
+  pointer is correct. Production tensors (16-byte aligned, H % VEC == 0) take the
+  vector path everywhere.
+
+  forward: one block per row, ONE pass over x from DRAM. Each thread caches K units of
+  x (raw T, 16 bytes each) in registers, sums their squares, the block reduces, and
+  the same registers are normalized and written. Thread t owns units t, t + B, ...,
+  t + (K-1)B (B = blockDim.x), so every load/store instruction of a warp touches 512
+  contiguous bytes. K is the smallest of {1, 2, 4, 8} with ceil(units / K) <= 1024 and
+  B = that rounded up to a multiple of 32. Rows longer than 8192 units (fp32 H > 32768,
+  fp64 H > 16384) use a streaming kernel that reads x twice (the second read mostly
+  hits L2).
+
+  backward dx: same scheme, caching x and dy (two units per unit slot), K in {1, 2, 4}
+  (at most 4096 units per row, i.e. bf16/fp16 H <= 32768, fp32 H <= 16384, fp64
+  H <= 8192, else a streaming kernel). w is re-read in the second phase (it is shared
+  by all rows, so it is an L1/L2 hit). Both row sums (sum x^2 and sum g*x) go through
+  one block reduction. Thread 0 writes r to the workspace.
+
+  backward dw (deterministic, no atomics): stage 1 splits the rows into chunks of
+  R rows (R = 128 for H >= 1024, taller for narrow rows; a function of (rows, H) only,
+  never of the GPU, so results are bitwise reproducible on any device). A 32x8 block
+  owns 64 columns of one chunk: thread (tx, ty) sums rows ty, ty+8, ... of the chunk
+  for columns tx and tx+32 (coalesced 32-element row segments), the 8 row-lanes are
+  combined in order 0..7 through shared memory, and the chunk's partial sums go to
+  partial[chunk][col] (acc) in the workspace. Stage 2 sums partial[..][col] over the
+  chunks (thread row ty takes chunks ty, ty+8, ...; then the 8 row-lanes in order) and
+  rounds to T. Production shapes (rows 2048..8192, H 4096..5120) give 16..64 chunks and
+  1024..5120 stage-1 blocks. Like Apex and PyTorch, stage 1 re-reads x and dy, so the
+  whole backward moves about 5 rows*H elements instead of the minimal 3.
+
+  Reductions are warp shuffle-xor butterflies plus one shared-memory round across warps
+  (common/cuda_utils.cuh), with an order fixed by the block size. The block size
+  depends only on H, the dtype and x's alignment, so repeated launches on the same
+  buffers are bitwise identical; moving x to a different 16-byte phase may change the
+  last bits of the sums (still within the contract above).
+
+Limits: 1 <= H <= 65536, 0 <= rows <= 2^31 - 1 (one block per row in grid.x), pointers
+aligned to sizeof(T), no overlap between tensors. Build without --use_fast_math (the
+divide and sqrt use explicit _rn intrinsics, but fast-math would also flush denormals).
+*/
+
+#include "rmsnorm/rmsnorm.cuh"
+
+#include <cstdint>
+
+#include "common/cuda_utils.cuh"
+
+namespace numgate::rmsnorm {
+namespace {
+
+using numgate::device::acc_t;
+using numgate::device::block_sum;
+using numgate::device::div_rn;
+using numgate::device::from_acc;
+using numgate::device::grid_is_aligned;
+using numgate::device::grid_shift;
+using numgate::device::keep_packed;
+using numgate::device::kVec;
+using numgate::device::load_unit;
+using numgate::device::pack_from_acc;
+using numgate::device::sqrt_rn;
+using numgate::device::store_unit;
+using numgate::device::to_acc;
+using numgate::device::unit_acc;
+using numgate::device::Unit;
+using numgate::device::unit_is_full;
+using numgate::device::zero_unit;
+
+constexpr int64_t kMaxHidden = 65536;
+constexpr int64_t kMaxRows = 2147483647;  // grid.x limit: one block per row
+constexpr int kMaxThreads = 1024;
+constexpr int kStreamThreads = 1024;
+// forward caches up to 8 units of x per thread (8192 units/row); fp64 up to 4 (4096
+// units, H <= 8192): at K = 8 the fp64 normalize step needs more than the 64 registers
+// a 1024-thread block allows and would spill.
+template <typename T>
+constexpr int kFwdMaxK = sizeof(T) == 8 ? 4 : 8;
+#ifndef FWD_TT
+#define FWD_TT 1024
+#endif
+#ifndef BWD_TT
+#define BWD_TT 1024
+#endif
+constexpr int kFwdTargetThreads = FWD_TT;
+constexpr int kBwdTargetThreads = BWD_TT;
+constexpr int kBwdMaxK = 4;  // backward caches x and dy: up to 4 units each (4096 units/row)
+
+// dw stage 1 (per chunk of rows, 64 columns per block) and stage 2 tiles.
+constexpr int kDwTx = 32;
+constexpr int kDwTy = 8;
+constexpr int kDwCols = 2 * kDwTx;  // each thread owns columns tx and tx + 32
+constexpr int kDwRowUnroll = 4;     // rows in flight per thread per loop trip
+constexpr int64_t kWorkspaceAlign = 256;
+
+// =====================================================================================
+// forward
+// =====================================================================================
+
+/// One block per row; each thread keeps its K units of x in registers between the
+/// sum of squares and the normalize step, so x is read from memory exactly once.
+template <typename T, int K>
+__global__ void __launch_bounds__(kMaxThreads)
+    rmsnorm_forward_cached_kernel(const T* __restrict__ x, const T* __restrict__ w,
+                                  T* __restrict__ y, int hidden, acc_t<T> eps) {
+  using A = acc_t<T>;
+  constexpr int V = kVec<T>;
+  __shared__ A red[1][32];
+
+  const int64_t row = blockIdx.x;
+  const T* xr = x + row * hidden;
+  T* yr = y + row * hidden;
+  const int shift = grid_shift(xr);
+  const int nunits = (hidden + shift + V - 1) / V;
+  const bool w_aligned = grid_is_aligned(w, shift);
+  const bool y_aligned = grid_is_aligned(static_cast<const T*>(yr), shift);
+
+  // Phase 1: load the row once (all K loads in flight), sum of squares.
+  Unit<T> xc[K];
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int u = static_cast<int>(threadIdx.x) + k * static_cast<int>(blockDim.x);
+    const int lo = u * V - shift;
+    xc[k] = u < nunits ? load_unit(xr, lo, hidden, unit_is_full<T>(lo, hidden)) : zero_unit<T>();
+  }
+  A ss[1] = {A(0)};
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      const A v = unit_acc(xc[k], j);
+      ss[0] += v * v;
+    }
+  }
+  block_sum<1>(ss, red);
+  const A r = div_rn(A(1), sqrt_rn(div_rn(ss[0], A(hidden)) + eps));
+
+  // Phase 2: normalize the cached values, scale by w, store.
+#pragma unroll
+  for (int k = 0; k < K; ++k) keep_packed(xc[k]);
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int u = static_cast<int>(threadIdx.x) + k * static_cast<int>(blockDim.x);
+    if (u < nunits) {
+      const int lo = u * V - shift;
+      const bool full = unit_is_full<T>(lo, hidden);
+      const Unit<T> wu = load_unit(w, lo, hidden, full && w_aligned);
+      A out[V];
+#pragma unroll
+      for (int j = 0; j < V; ++j) out[j] = (unit_acc(xc[k], j) * r) * unit_acc(wu, j);
+      store_unit(yr, lo, hidden, full && y_aligned, pack_from_acc<T>(out));
+    }
+  }
+}
+
+/// Fallback for rows too long for the register cache: the same math, reading x twice
+/// (the second pass mostly hits L2).
+template <typename T>
+__global__ void __launch_bounds__(kStreamThreads)
+    rmsnorm_forward_streaming_kernel(const T* __restrict__ x, const T* __restrict__ w,
+                                     T* __restrict__ y, int hidden, acc_t<T> eps) {
+  using A = acc_t<T>;
+  constexpr int V = kVec<T>;
+  __shared__ A red[1][32];
+
+  const int64_t row = blockIdx.x;
+  const T* xr = x + row * hidden;
+  T* yr = y + row * hidden;
+  const int shift = grid_shift(xr);
+  const int nunits = (hidden + shift + V - 1) / V;
+  const bool w_aligned = grid_is_aligned(w, shift);
+  const bool y_aligned = grid_is_aligned(static_cast<const T*>(yr), shift);
+
+  A ss[1] = {A(0)};
+  for (int u = threadIdx.x; u < nunits; u += blockDim.x) {
+    const int lo = u * V - shift;
+    const Unit<T> xu = load_unit(xr, lo, hidden, unit_is_full<T>(lo, hidden));
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      const A v = unit_acc(xu, j);
+      ss[0] += v * v;
+    }
+  }
+  block_sum<1>(ss, red);
+  const A r = div_rn(A(1), sqrt_rn(div_rn(ss[0], A(hidden)) + eps));
+
+  for (int u = threadIdx.x; u < nunits; u += blockDim.x) {
+    const int lo = u * V - shift;
+    const bool full = unit_is_full<T>(lo, hidden);
+    const Unit<T> xu = load_unit(xr, lo, hidden, full);
+    const Unit<T> wu = load_unit(w, lo, hidden, full && w_aligned);
+    A out[V];
+#pragma unroll
+    for (int j = 0; j < V; ++j) out[j] = (unit_acc(xu, j) * r) * unit_acc(wu, j);
+    store_unit(yr, lo, hidden, full && y_aligned, pack_from_acc<T>(out));
+  }
+}
+
+// =====================================================================================
+// backward: dx (and rstd per row)
+// =====================================================================================
+
+/// One block per row; x and dy cached in registers (K units each) across both phases.
+template <typename T, int K>
+__global__ void __launch_bounds__(kMaxThreads)
+    rmsnorm_backward_dx_cached_kernel(const T* __restrict__ x, const T* __restrict__ w,
+                                      const T* __restrict__ dy, T* __restrict__ dx,
+                                      acc_t<T>* __restrict__ rstd, int hidden, acc_t<T> eps) {
+  using A = acc_t<T>;
+  constexpr int V = kVec<T>;
+  __shared__ A red[2][32];
+
+  const int64_t row = blockIdx.x;
+  const T* xr = x + row * hidden;
+  const T* dyr = dy + row * hidden;
+  T* dxr = dx + row * hidden;
+  const int shift = grid_shift(xr);
+  const int nunits = (hidden + shift + V - 1) / V;
+  const bool w_aligned = grid_is_aligned(w, shift);
+  const bool dy_aligned = grid_is_aligned(dyr, shift);
+  const bool dx_aligned = grid_is_aligned(static_cast<const T*>(dxr), shift);
+
+  // Phase 1: load x and dy once; sums of x^2 and g*x (g = dy*w).
+  Unit<T> xc[K];
+  Unit<T> dc[K];
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int u = static_cast<int>(threadIdx.x) + k * static_cast<int>(blockDim.x);
+    const int lo = u * V - shift;
+    const bool full = unit_is_full<T>(lo, hidden);
+    xc[k] = u < nunits ? load_unit(xr, lo, hidden, full) : zero_unit<T>();
+    dc[k] = u < nunits ? load_unit(dyr, lo, hidden, full && dy_aligned) : zero_unit<T>();
+  }
+  A sums[2] = {A(0), A(0)};  // {sum x^2, sum g*x}
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int u = static_cast<int>(threadIdx.x) + k * static_cast<int>(blockDim.x);
+    if (u < nunits) {
+      const int lo = u * V - shift;
+      const Unit<T> wu = load_unit(w, lo, hidden, unit_is_full<T>(lo, hidden) && w_aligned);
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        const A xv = unit_acc(xc[k], j);
+        const A g = unit_acc(dc[k], j) * unit_acc(wu, j);
+        sums[0] += xv * xv;
+        sums[1] += g * xv;
+      }
+    }
+  }
+  block_sum<2>(sums, red);
+  const A r = div_rn(A(1), sqrt_rn(div_rn(sums[0], A(hidden)) + eps));
+  const A mgx = div_rn(sums[1], A(hidden));
+  const A c = r * mgx;
+  if (threadIdx.x == 0) rstd[row] = r;
+
+  // Phase 2: dx from the cached x and dy (w re-read: L1/L2 hit).
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    keep_packed(xc[k]);
+    keep_packed(dc[k]);
+  }
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int u = static_cast<int>(threadIdx.x) + k * static_cast<int>(blockDim.x);
+    if (u < nunits) {
+      const int lo = u * V - shift;
+      const bool full = unit_is_full<T>(lo, hidden);
+      const Unit<T> wu = load_unit(w, lo, hidden, full && w_aligned);
+      A out[V];
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        const A xv = unit_acc(xc[k], j);
+        const A g = unit_acc(dc[k], j) * unit_acc(wu, j);
+        const A xhat = xv * r;
+        out[j] = r * (g - xhat * c);
+      }
+      store_unit(dxr, lo, hidden, full && dx_aligned, pack_from_acc<T>(out));
+    }
+  }
+}
+
+/// Fallback for rows too long for the register cache: reads x, dy and w twice.
+template <typename T>
+__global__ void __launch_bounds__(kStreamThreads)
+    rmsnorm_backward_dx_streaming_kernel(const T* __restrict__ x, const T* __restrict__ w,
+                                         const T* __restrict__ dy, T* __restrict__ dx,
+                                         acc_t<T>* __restrict__ rstd, int hidden,
+                                         acc_t<T> eps) {
+  using A = acc_t<T>;
+  constexpr int V = kVec<T>;
+  __shared__ A red[2][32];
+
+  const int64_t row = blockIdx.x;
+  const T* xr = x + row * hidden;
+  const T* dyr = dy + row * hidden;
+  T* dxr = dx + row * hidden;
+  const int shift = grid_shift(xr);
+  const int nunits = (hidden + shift + V - 1) / V;
+  const bool w_aligned = grid_is_aligned(w, shift);
+  const bool dy_aligned = grid_is_aligned(dyr, shift);
+  const bool dx_aligned = grid_is_aligned(static_cast<const T*>(dxr), shift);
+
+  A sums[2] = {A(0), A(0)};  // {sum x^2, sum g*x}
+  for (int u = threadIdx.x; u < nunits; u += blockDim.x) {
+    const int lo = u * V - shift;
+    const bool full = unit_is_full<T>(lo, hidden);
+    const Unit<T> xu = load_unit(xr, lo, hidden, full);
+    const Unit<T> du = load_unit(dyr, lo, hidden, full && dy_aligned);
+    const Unit<T> wu = load_unit(w, lo, hidden, full && w_aligned);
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      const A xv = unit_acc(xu, j);
+      const A g = unit_acc(du, j) * unit_acc(wu, j);
+      sums[0] += xv * xv;
+      sums[1] += g * xv;
+    }
+  }
+  block_sum<2>(sums, red);
+  const A r = div_rn(A(1), sqrt_rn(div_rn(sums[0], A(hidden)) + eps));
+  const A mgx = div_rn(sums[1], A(hidden));
+  const A c = r * mgx;
+  if (threadIdx.x == 0) rstd[row] = r;
+
+  for (int u = threadIdx.x; u < nunits; u += blockDim.x) {
+    const int lo = u * V - shift;
+    const bool full = unit_is_full<T>(lo, hidden);
+    const Unit<T> xu = load_unit(xr, lo, hidden, full);
+    const Unit<T> du = load_unit(dyr, lo, hidden, full && dy_aligned);
+    const Unit<T> wu = load_unit(w, lo, hidden, full && w_aligned);
+    A out[V];
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      const A xv = unit_acc(xu, j);
+      const A g = unit_acc(du, j) * unit_acc(wu, j);
+      const A xhat = xv * r;
+      out[j] = r * (g - xhat * c);
+    }
+    store_unit(dxr, lo, hidden, full && dx_aligned, pack_from_acc<T>(out));
+  }
+}
+
+// =====================================================================================
+// backward: dw, deterministic two-stage column reduction
+// =====================================================================================
+
+/// Stage 1. grid = (chunks, ceil(H / 64)), block = (32, 8). Block (c, b) writes
+/// partial[c][j] = sum over rows r of chunk c of acc(dy[r,j]) * (acc(x[r,j]) * rstd[r])
+/// for j in [64b, 64b + 64). Order: thread row ty sums rows ty, ty+8, ... ascending,
+/// then the 8 thread rows are added in order 0..7.
+template <typename T>
+__global__ void __launch_bounds__(kDwTx* kDwTy)
+    rmsnorm_backward_dw_partial_kernel(const T* __restrict__ x, const T* __restrict__ dy,
+                                       const acc_t<T>* __restrict__ rstd,
+                                       acc_t<T>* __restrict__ partial, int64_t rows, int hidden,
+                                       int64_t rows_per_chunk) {
+  using A = acc_t<T>;
+  __shared__ A tile[kDwTy][kDwCols];
+
+  const int64_t chunk = blockIdx.x;
+  const int col0 = static_cast<int>(blockIdx.y) * kDwCols;
+  const int tx = static_cast<int>(threadIdx.x);
+  const int ty = static_cast<int>(threadIdx.y);
+  const int j0 = col0 + tx;
+  const int j1 = j0 + kDwTx;
+  const bool ok0 = j0 < hidden;
+  const bool ok1 = j1 < hidden;
+  const int64_t r_begin = chunk * rows_per_chunk;
+  const int64_t r_end = r_begin + rows_per_chunk < rows ? r_begin + rows_per_chunk : rows;
+
+  A a0 = A(0);
+  A a1 = A(0);
+  for (int64_t r = r_begin + ty; r < r_end; r += kDwTy * kDwRowUnroll) {
+    // Issue all loads of kDwRowUnroll rows first, then accumulate in row order.
+    A rv[kDwRowUnroll];
+    T x0[kDwRowUnroll], d0[kDwRowUnroll], x1[kDwRowUnroll], d1[kDwRowUnroll];
+    bool in[kDwRowUnroll];
+#pragma unroll
+    for (int q = 0; q < kDwRowUnroll; ++q) {
+      const int64_t rq = r + q * kDwTy;
+      in[q] = rq < r_end;
+      rv[q] = A(0);
+      x0[q] = d0[q] = x1[q] = d1[q] = from_acc<T>(A(0));
+      if (in[q]) {
+        const int64_t base = rq * hidden;
+        rv[q] = rstd[rq];
+        if (ok0) {
+          x0[q] = x[base + j0];
+          d0[q] = dy[base + j0];
+        }
+        if (ok1) {
+          x1[q] = x[base + j1];
+          d1[q] = dy[base + j1];
+        }
+      }
+    }
+#pragma unroll
+    for (int q = 0; q < kDwRowUnroll; ++q) {
+      if (in[q]) {
+        a0 += to_acc(d0[q]) * (to_acc(x0[q]) * rv[q]);
+        a1 += to_acc(d1[q]) * (to_acc(x1[q]) * rv[q]);
+      }
+    }
+  }
+  tile[ty][tx] = a0;
+  tile[ty][tx + kDwTx] = a1;
+  __syncthreads();
+
+  const int t = ty * kDwTx + tx;
+  if (t < kDwCols && col0 + t < hidden) {
+    A s = tile[0][t];
+#pragma unroll
+    for (int i = 1; i < kDwTy; ++i) s += tile[i][t];
+    partial[chunk * hidden + col0 + t] = s;
+  }
+}
+
+/// Stage 2. grid = ceil(H / 32), block = (32, 8). dw[j] = T(sum over chunks of
+/// partial[c][j]): thread row ty sums chunks ty, ty+8, ... ascending, then the 8
+/// thread rows are added in order 0..7.
+template <typename T>
+__global__ void __launch_bounds__(kDwTx* kDwTy)
+    rmsnorm_backward_dw_finalize_kernel(const acc_t<T>* __restrict__ partial, T* __restrict__ dw,
+                                        int64_t chunks, int hidden) {
+  using A = acc_t<T>;
+  __shared__ A tile[kDwTy][kDwTx];
+
+  const int tx = static_cast<int>(threadIdx.x);
+  const int ty = static_cast<int>(threadIdx.y);
+  const int j = static_cast<int>(blockIdx.x) * kDwTx + tx;
+
+  A s = A(0);
+  if (j < hidden) {
+#pragma unroll 4
+    for (int64_t c = ty; c < chunks; c += kDwTy) s += partial[c * hidden + j];
+  }
+  tile[ty][tx] = s;
+  __syncthreads();
+  if (ty == 0 && j < hidden) {
+    A t = tile[0][tx];
+#pragma unroll
+    for (int i = 1; i < kDwTy; ++i) t += tile[i][tx];
+    dw[j] = from_acc<T>(t);
+  }
+}
+
+// =====================================================================================
+// host side: argument checks and launch configuration
+// =====================================================================================
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+
+template <typename T>
+bool aligned_to_element(const T* p) {
+  return reinterpret_cast<std::uintptr_t>(p) % sizeof(T) == 0;
+}
+
+bool shape_ok(int64_t rows, int64_t hidden) {
+  return rows >= 0 && rows <= kMaxRows && hidden >= 1 && hidden <= kMaxHidden;
+}
+
+/// The most units any row of x can have: rows start at x + r*hidden, so when hidden is
+/// a multiple of VEC every row shares x's 16-byte phase, else any phase can occur.
+template <typename T>
+int64_t max_units_per_row(const T* x, int64_t rows, int64_t hidden) {
+  constexpr int V = kVec<T>;
+  const int shift0 = static_cast<int>((reinterpret_cast<std::uintptr_t>(x) & 15u) / sizeof(T));
+  const int max_shift = (rows <= 1 || hidden % V == 0) ? shift0 : V - 1;
+  return ceil_div(hidden + max_shift, V);
+}
+
+struct CachedConfig {
+  int k = 0;        ///< units cached per thread; 0: row too long, use the streaming kernel
+  int threads = 0;  ///< block size, a multiple of 32
+};
+
+/// Smallest K in {1, 2, 4, ..., max_k} with ceil(units / K) <= target_threads, else the
+/// smallest with ceil(units / K) <= 1024; block = that, rounded up to a whole warp.
+CachedConfig pick_cached_config(int64_t units, int max_k, int target_threads) {
+  for (int limit : {target_threads, kMaxThreads}) {
+    for (int k = 1; k <= max_k; k *= 2) {
+      const int64_t threads = ceil_div(units, k);
+      if (threads <= limit) return {k, static_cast<int>(round_up(threads, 32))};
+    }
+  }
+  return {};
+}
+
+/// Rows per dw chunk: a function of (rows, hidden) only, never of the device. 128 rows
+/// (16 per thread row of a stage-1 block) for hidden >= 1024; narrower rows get taller
+/// chunks (up to 2048) so a block still moves a useful amount of data.
+int64_t dw_rows_per_chunk(int64_t /*rows*/, int64_t hidden) {
+  const int64_t cols = round_up(hidden, kDwCols);
+  const int64_t widen = cols >= 1024 ? 1 : 1024 / cols;
+  return 128 * widen;
+}
+
+int64_t dw_chunks(int64_t rows, int64_t hidden) {
+  return ceil_div(rows, dw_rows_per_chunk(rows, hidden));
+}
+
+struct WorkspaceLayout {
+  int64_t rstd_offset = 0;     ///< from the aligned base
+  int64_t partial_offset = 0;  ///< from the aligned base
+  int64_t bytes = 0;           ///< bytes needed from the aligned base
+};
+
+WorkspaceLayout workspace_layout(int64_t rows, int64_t hidden, int64_t acc_size) {
+  WorkspaceLayout l;
+  l.rstd_offset = 0;
+  l.partial_offset = round_up(rows * acc_size, kWorkspaceAlign);
+  l.bytes = l.partial_offset + dw_chunks(rows, hidden) * hidden * acc_size;
+  return l;
+}
+
+}  // namespace
+
+// -------------------------------------------------------------------------------------
+// forward
+// -------------------------------------------------------------------------------------
+
+template <typename T>
+cudaError_t forward(const T* x, const T* w, T* y, int64_t rows, int64_t hidden, double eps,
+                    cudaStream_t stream) {
+  using A = acc_t<T>;
+  if (!shape_ok(rows, hidden)) return cudaErrorInvalidValue;
+  if (rows == 0) return cudaSuccess;
+  if (x == nullptr || w == nullptr || y == nullptr) return cudaErrorInvalidValue;
+  if (!aligned_to_element(x) || !aligned_to_element(w) || !aligned_to_element(y))
+    return cudaErrorInvalidValue;
+
+  const dim3 grid(static_cast<unsigned>(rows));
+  const int h = static_cast<int>(hidden);
+  const A e = static_cast<A>(eps);
+  const CachedConfig cfg = pick_cached_config(max_units_per_row(x, rows, hidden), kFwdMaxK<T>, kFwdTargetThreads);
+  switch (cfg.k) {
+    case 1:
+      rmsnorm_forward_cached_kernel<T, 1><<<grid, cfg.threads, 0, stream>>>(x, w, y, h, e);
+      break;
+    case 2:
+      rmsnorm_forward_cached_kernel<T, 2><<<grid, cfg.threads, 0, stream>>>(x, w, y, h, e);
+      break;
+    case 4:
+      rmsnorm_forward_cached_kernel<T, 4><<<grid, cfg.threads, 0, stream>>>(x, w, y, h, e);
+      break;
+    case 8:
+      if constexpr (kFwdMaxK<T> >= 8) {
+        rmsnorm_forward_cached_kernel<T, 8><<<grid, cfg.threads, 0, stream>>>(x, w, y, h, e);
+      }
+      break;
+    default:
+      rmsnorm_forward_streaming_kernel<T><<<grid, kStreamThreads, 0, stream>>>(x, w, y, h, e);
+      break;
+  }
+  return cudaGetLastError();
+}
+
+// -------------------------------------------------------------------------------------
+// backward
+// -------------------------------------------------------------------------------------
+
+size_t backward_workspace_bytes(int64_t rows, int64_t hidden) {
+  if (!shape_ok(rows, hidden) || rows == 0) return 0;
+  // Sized for the widest accumulation type (double), plus slack to align the base.
+  const WorkspaceLayout l = workspace_layout(rows, hidden, static_cast<int64_t>(sizeof(double)));
+  return static_cast<size_t>(l.bytes + kWorkspaceAlign);
+}
+
+template <typename T>
+cudaError_t backward(const T* x, const T* w, const T* dy, T* dx, T* dw, int64_t rows,
+                     int64_t hidden, double eps, void* workspace, size_t workspace_bytes,
+                     cudaStream_t stream) {
+  using A = acc_t<T>;
+  if (!shape_ok(rows, hidden)) return cudaErrorInvalidValue;
+  if (dw == nullptr || !aligned_to_element(dw)) return cudaErrorInvalidValue;
+  if (rows == 0) {
+    // No rows: the weight gradient is an empty sum. All-zero bits are +0 in every T.
+    const cudaError_t err = cudaMemsetAsync(dw, 0, static_cast<size_t>(hidden) * sizeof(T), stream);
+    return err != cudaSuccess ? err : cudaGetLastError();
+  }
+  if (x == nullptr || w == nullptr || dy == nullptr || dx == nullptr) return cudaErrorInvalidValue;
+  if (!aligned_to_element(x) || !aligned_to_element(w) || !aligned_to_element(dy) ||
+      !aligned_to_element(dx))
+    return cudaErrorInvalidValue;
+  if (workspace == nullptr || workspace_bytes < backward_workspace_bytes(rows, hidden))
+    return cudaErrorInvalidValue;
+
+  // Workspace: [rstd: rows x A][pad to 256][partial: chunks x hidden x A], from a
+  // 256-byte aligned base inside the caller's buffer.
+  const WorkspaceLayout layout = workspace_layout(rows, hidden, static_cast<int64_t>(sizeof(A)));
+  const std::uintptr_t raw = reinterpret_cast<std::uintptr_t>(workspace);
+  const std::uintptr_t base =
+      (raw + static_cast<std::uintptr_t>(kWorkspaceAlign - 1)) & ~static_cast<std::uintptr_t>(kWorkspaceAlign - 1);
+  A* rstd = reinterpret_cast<A*>(base + static_cast<std::uintptr_t>(layout.rstd_offset));
+  A* partial = reinterpret_cast<A*>(base + static_cast<std::uintptr_t>(layout.partial_offset));
+
+  const int h = static_cast<int>(hidden);
+  const A e = static_cast<A>(eps);
+
+  // 1. dx and rstd, one block per row.
+  const dim3 grid(static_cast<unsigned>(rows));
+  const CachedConfig cfg = pick_cached_config(max_units_per_row(x, rows, hidden), kBwdMaxK, kBwdTargetThreads);
+  switch (cfg.k) {
+    case 1:
+      rmsnorm_backward_dx_cached_kernel<T, 1><<<grid, cfg.threads, 0, stream>>>(x, w, dy, dx, rstd, h, e);
+      break;
+    case 2:
+      rmsnorm_backward_dx_cached_kernel<T, 2><<<grid, cfg.threads, 0, stream>>>(x, w, dy, dx, rstd, h, e);
+      break;
+    case 4:
+      rmsnorm_backward_dx_cached_kernel<T, 4><<<grid, cfg.threads, 0, stream>>>(x, w, dy, dx, rstd, h, e);
+      break;
+    default:
+      rmsnorm_backward_dx_streaming_kernel<T><<<grid, kStreamThreads, 0, stream>>>(x, w, dy, dx, rstd, h, e);
+      break;
+  }
+  cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) return err;
+
+  // 2. dw stage 1: per-chunk partial column sums.
+  const int64_t rows_per_chunk = dw_rows_per_chunk(rows, hidden);
+  const int64_t chunks = dw_chunks(rows, hidden);
+  const dim3 block(kDwTx, kDwTy);
+  const dim3 grid1(static_cast<unsigned>(chunks), static_cast<unsigned>(ceil_div(hidden, kDwCols)));
+  rmsnorm_backward_dw_partial_kernel<T><<<grid1, block, 0, stream>>>(x, dy, rstd, partial, rows, h,
+                                                                      rows_per_chunk);
+  err = cudaGetLastError();
+  if (err != cudaSuccess) return err;
+
+  // 3. dw stage 2: fixed-order sum over chunks, round to T.
+  const dim3 grid2(static_cast<unsigned>(ceil_div(hidden, kDwTx)));
+  rmsnorm_backward_dw_finalize_kernel<T><<<grid2, block, 0, stream>>>(partial, dw, chunks, h);
+  return cudaGetLastError();
+}
+
+// -------------------------------------------------------------------------------------
+// explicit instantiations: the supported element types
+// -------------------------------------------------------------------------------------
+
+template cudaError_t forward<float>(const float*, const float*, float*, int64_t, int64_t, double,
+                                    cudaStream_t);
+template cudaError_t forward<double>(const double*, const double*, double*, int64_t, int64_t,
+                                     double, cudaStream_t);
+template cudaError_t forward<__half>(const __half*, const __half*, __half*, int64_t, int64_t,
+                                     double, cudaStream_t);
+template cudaError_t forward<__nv_bfloat16>(const __nv_bfloat16*, const __nv_bfloat16*,
+                                            __nv_bfloat16*, int64_t, int64_t, double,
+                                            cudaStream_t);
+
+template cudaError_t backward<float>(const float*, const float*, const float*, float*, float*,
+                                     int64_t, int64_t, double, void*, size_t, cudaStream_t);
+template cudaError_t backward<double>(const double*, const double*, const double*, double*,
+                                      double*, int64_t, int64_t, double, void*, size_t,
+                                      cudaStream_t);
+template cudaError_t backward<__half>(const __half*, const __half*, const __half*, __half*,
+                                      __half*, int64_t, int64_t, double, void*, size_t,
+                                      cudaStream_t);
+template cudaError_t backward<__nv_bfloat16>(const __nv_bfloat16*, const __nv_bfloat16*,
+                                             const __nv_bfloat16*, __nv_bfloat16*,
+                                             __nv_bfloat16*, int64_t, int64_t, double, void*,
+                                             size_t, cudaStream_t);
+
+}  // namespace numgate::rmsnorm

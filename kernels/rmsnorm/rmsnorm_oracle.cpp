@@ -1,0 +1,145 @@
+// RMSNorm golden (FP64) and reference (FP32 intermediates) oracles, input patterns and
+// mutants. Compiled with -ffp-contract=off: results do not depend on compiler flags.
+#include "rmsnorm/rmsnorm_oracle.h"
+
+#include <cmath>
+#include <stdexcept>
+
+#include "numgate/random.h"
+
+namespace numgate::rmsnorm {
+namespace {
+
+struct Dims {
+  std::int64_t rows, hidden;
+};
+Dims dims_of(const CaseSpec& c) {
+  if (c.shape.empty() || c.shape.back() < 1)
+    throw std::invalid_argument("rmsnorm case '" + c.name + "': shape must end with hidden >= 1");
+  std::int64_t rows = 1;
+  for (std::size_t i = 0; i + 1 < c.shape.size(); ++i) rows *= c.shape[i];
+  return {rows, c.shape.back()};
+}
+
+// Stream ids of the inputs (a case's tensors must draw from different streams).
+enum : std::uint32_t { kStreamX = 1, kStreamW = 2, kStreamDy = 3, kStreamPattern = 4 };
+
+}  // namespace
+
+const char* mutant_name(Mutant m) {
+  switch (m) {
+    case Mutant::none: return "none";
+    case Mutant::bf16_sum_of_squares: return "bf16_sum_of_squares";
+    case Mutant::eps_outside_sqrt: return "eps_outside_sqrt";
+    case Mutant::cast_before_weight: return "cast_before_weight";
+  }
+  return "?";
+}
+
+std::map<std::string, Tensor> RMSNormOp::make_inputs(const CaseSpec& c) const {
+  const Dims d = dims_of(c);
+  Tensor x(c.dtype, c.shape), w(c.dtype, {d.hidden}), dy(c.dtype, c.shape);
+  const RandomStream rx(c.seed, kStreamX), rw(c.seed, kStreamW), rdy(c.seed, kStreamDy);
+  const std::size_t n = x.numel();
+  for (std::size_t i = 0; i < n; ++i) {
+    x.set(i, rx.normal(i));
+    dy.set(i, rdy.normal(i));
+  }
+  for (std::int64_t j = 0; j < d.hidden; ++j) w.set(j, 1.0 + 0.25 * rw.normal(j));  // trained-like gains around 1
+
+  if (c.pattern == "normal") {
+  } else if (c.pattern == "near_zero_variance") {  // mean(x^2) ~ 1e-10 << eps
+    for (std::size_t i = 0; i < n; ++i) x.set(i, 1e-5 * rx.normal(i));
+  } else if (c.pattern == "zero_row") {  // row rows/2 is all zeros: y = 0 exactly, dx = rstd * g finite
+    const std::int64_t r = d.rows / 2;
+    for (std::int64_t i = 0; i < d.hidden; ++i) x.set(r * d.hidden + i, 0.0);
+  } else if (c.pattern == "spiky") {  // every row: one element 100, the rest 0
+    const RandomStream rp(c.seed, kStreamPattern);
+    for (std::int64_t r = 0; r < d.rows; ++r) {
+      const auto spike = static_cast<std::int64_t>(rp.uniform(r) * static_cast<double>(d.hidden));
+      for (std::int64_t i = 0; i < d.hidden; ++i) x.set(r * d.hidden + i, i == spike ? 100.0 : 0.0);
+    }
+  } else if (c.pattern == "constant_300") {  // fp16: sum of 300^2 overflows fp16, y must be ~w
+    for (std::size_t i = 0; i < n; ++i) x.set(i, 300.0);
+  } else {
+    throw std::invalid_argument("rmsnorm case '" + c.name + "': unknown pattern '" + c.pattern +
+                                "' (known: normal, near_zero_variance, zero_row, spiky, constant_300)");
+  }
+  return {{"x", x}, {"w", w}, {"dy", dy}};
+}
+
+std::map<std::string, GoldenTensor> RMSNormOp::golden(const CaseSpec& c,
+                                                      const std::map<std::string, Tensor>& in) const {
+  const Dims d = dims_of(c);
+  const double eps = c.param("eps");
+  const Tensor &x = in.at("x"), &w = in.at("w"), &dy = in.at("dy");
+  GoldenTensor y{Tensor(DType::fp64, c.shape), Tensor(DType::fp64, c.shape), d.hidden};
+  GoldenTensor dx{Tensor(DType::fp64, c.shape), Tensor(DType::fp64, c.shape), d.hidden};
+  GoldenTensor dw{Tensor(DType::fp64, {d.hidden}), Tensor(DType::fp64, {d.hidden}), d.rows + d.hidden};
+  std::vector<double> dw_sum(d.hidden, 0.0), dw_abs(d.hidden, 0.0);
+  const double n = static_cast<double>(d.hidden);
+  for (std::int64_t r = 0; r < d.rows; ++r) {
+    const std::size_t base = static_cast<std::size_t>(r * d.hidden);
+    double ss = 0.0, gx = 0.0, gx_abs = 0.0;
+    for (std::int64_t i = 0; i < d.hidden; ++i) {
+      const double xi = x.get(base + i), gi = dy.get(base + i) * w.get(i);
+      ss += xi * xi;
+      gx += gi * xi;
+      gx_abs += std::fabs(gi * xi);
+    }
+    const double rstd = 1.0 / std::sqrt(ss / n + eps);
+    const double r3 = rstd * rstd * rstd;
+    for (std::int64_t i = 0; i < d.hidden; ++i) {
+      const double xi = x.get(base + i), wi = w.get(i), dyi = dy.get(base + i), gi = dyi * wi;
+      const double yi = xi * rstd * wi;
+      y.value.set(base + i, yi);
+      y.abs_terms.set(base + i, std::fabs(yi));
+      dx.value.set(base + i, rstd * gi - r3 * xi * (gx / n));
+      dx.abs_terms.set(base + i, std::fabs(rstd * gi) + r3 * std::fabs(xi) * (gx_abs / n));
+      const double t = dyi * xi * rstd;
+      dw_sum[i] += t;
+      dw_abs[i] += std::fabs(t);
+    }
+  }
+  for (std::int64_t i = 0; i < d.hidden; ++i) {
+    dw.value.set(i, dw_sum[i]);
+    dw.abs_terms.set(i, dw_abs[i]);
+  }
+  return {{"y", y}, {"dx", dx}, {"dw", dw}};
+}
+
+std::map<std::string, Tensor> reference_variant(const CaseSpec& c, const std::map<std::string, Tensor>& in,
+                                                Mutant m) {
+  const Dims d = dims_of(c);
+  const float eps = static_cast<float>(c.param("eps"));
+  const float n = static_cast<float>(d.hidden);
+  const Tensor &x = in.at("x"), &w = in.at("w"), &dy = in.at("dy");
+  Tensor y(c.dtype, c.shape), dx(c.dtype, c.shape), dw(c.dtype, {d.hidden});
+  std::vector<float> dw_acc(d.hidden, 0.0f);
+  auto bf16 = [](float v) { return static_cast<float>(round_to_dtype(v, DType::bf16)); };
+  auto out = [&](float v) { return static_cast<float>(round_to_dtype(v, c.dtype)); };
+  for (std::int64_t r = 0; r < d.rows; ++r) {
+    const std::size_t base = static_cast<std::size_t>(r * d.hidden);
+    float ss = 0.0f, gx = 0.0f;
+    for (std::int64_t i = 0; i < d.hidden; ++i) {
+      const float xi = static_cast<float>(x.get(base + i));
+      const float gi = static_cast<float>(dy.get(base + i)) * static_cast<float>(w.get(i));
+      ss = m == Mutant::bf16_sum_of_squares ? bf16(ss + xi * xi) : ss + xi * xi;
+      gx = gx + gi * xi;
+    }
+    const float rstd = m == Mutant::eps_outside_sqrt ? 1.0f / (std::sqrt(ss / n) + eps) : 1.0f / std::sqrt(ss / n + eps);
+    const float mgx = gx / n;
+    for (std::int64_t i = 0; i < d.hidden; ++i) {
+      const float xi = static_cast<float>(x.get(base + i)), wi = static_cast<float>(w.get(i));
+      const float dyi = static_cast<float>(dy.get(base + i)), gi = dyi * wi;
+      const float xhat = xi * rstd;
+      y.set(base + i, m == Mutant::cast_before_weight ? out(wi * out(xhat)) : (xi * rstd) * wi);
+      dx.set(base + i, rstd * (gi - xhat * (rstd * mgx)));
+      dw_acc[i] = dw_acc[i] + dyi * xhat;
+    }
+  }
+  for (std::int64_t i = 0; i < d.hidden; ++i) dw.set(i, dw_acc[i]);
+  return {{"y", y}, {"dx", dx}, {"dw", dw}};
+}
+
+}  // namespace numgate::rmsnorm

@@ -1,0 +1,133 @@
+// Exact rounding between dtypes, and lossless, self-describing HDF5 storage.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+
+#include "numgate/fixture_file.h"
+#include "numgate/random.h"
+
+namespace numgate {
+namespace {
+
+std::string temp_path(const std::string& name) {
+  const auto dir = std::filesystem::temp_directory_path() / ("numgate_test_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  return (dir / name).string();
+}
+
+Tensor all_patterns(DType t) {
+  Tensor x(t, {65536});
+  for (std::uint32_t i = 0; i < 65536; ++i) {
+    const auto b = static_cast<std::uint16_t>(i);
+    std::memcpy(x.bytes.data() + 2 * i, &b, 2);
+  }
+  return x;
+}
+
+TEST(HDF5, EveryBf16AndFp16BitPatternRoundTripsUnchanged) {
+  const std::string path = temp_path("patterns.h5");
+  const Tensor bf = all_patterns(DType::bf16), hf = all_patterns(DType::fp16);
+  write_tensors(path, {{"bf16", bf}, {"fp16", hf}});
+  const Tensor bf2 = read_tensor(path, "bf16"), hf2 = read_tensor(path, "fp16");
+  EXPECT_EQ(bf2.dtype, DType::bf16);  // told apart from the file alone
+  EXPECT_EQ(hf2.dtype, DType::fp16);
+  EXPECT_EQ(bf2.shape, bf.shape);
+  EXPECT_TRUE(bf2.bytes == bf.bytes) << "bf16 bit patterns changed through HDF5";
+  EXPECT_TRUE(hf2.bytes == hf.bytes) << "fp16 bit patterns changed through HDF5";
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp." + std::to_string(::getpid())));
+}
+
+TEST(DType, Bf16RoundingMatchesRoundNearestEvenOnFp32Bits) {
+  const RandomStream rs(123, 9);
+  for (std::uint64_t i = 0; i < 200000; ++i) {
+    // random fp32 bit patterns (finite, non-NaN)
+    std::uint32_t bits = static_cast<std::uint32_t>(rs.uniform(i) * 4294967296.0);
+    float f;
+    std::memcpy(&f, &bits, 4);
+    if (!std::isfinite(f)) continue;
+    const std::uint32_t lsb = (bits >> 16) & 1u;
+    const std::uint32_t expect_bits = (bits + 0x7FFFu + lsb) >> 16;  // RNE to upper half
+    const std::uint16_t got = bf16_bits(f);
+    ASSERT_EQ(got, static_cast<std::uint16_t>(expect_bits)) << "fp32 bits 0x" << std::hex << bits;
+  }
+}
+
+TEST(DType, Fp16EncodingRoundTripsEveryNonNaNPattern) {
+  for (std::uint32_t i = 0; i < 65536; ++i) {
+    const auto b = static_cast<std::uint16_t>(i);
+    const double v = fp16_value(b);
+    if (std::isnan(v)) continue;
+    ASSERT_EQ(fp16_bits(v), b) << "pattern 0x" << std::hex << i;
+    ASSERT_EQ(round_to_dtype(v, DType::fp16), v);
+  }
+}
+
+TEST(DType, RoundToNearestEvenEdgeCases) {
+  const double inf = std::numeric_limits<double>::infinity();
+  EXPECT_EQ(round_to_dtype(65504.0, DType::fp16), 65504.0);
+  EXPECT_EQ(round_to_dtype(65519.0, DType::fp16), 65504.0);
+  EXPECT_EQ(round_to_dtype(65520.0, DType::fp16), inf);  // halfway to 2^16: ties to even -> overflow
+  EXPECT_EQ(round_to_dtype(std::ldexp(1.0, -24), DType::fp16), std::ldexp(1.0, -24));  // min subnormal
+  EXPECT_EQ(round_to_dtype(std::ldexp(1.0, -25), DType::fp16), 0.0);                   // tie -> even (0)
+  EXPECT_EQ(round_to_dtype(3 * std::ldexp(1.0, -26), DType::fp16), std::ldexp(1.0, -24));
+  EXPECT_EQ(round_to_dtype(1.0 + std::ldexp(1.0, -8), DType::bf16), 1.0);  // tie -> even
+  EXPECT_EQ(round_to_dtype(1.0 + 3 * std::ldexp(1.0, -8), DType::bf16), 1.0 + std::ldexp(1.0, -6));
+  EXPECT_EQ(round_to_dtype(1.0 + std::ldexp(1.0, -24), DType::fp32), 1.0);
+  EXPECT_EQ(round_to_dtype(-1e39, DType::bf16), -inf);
+  EXPECT_TRUE(std::isnan(round_to_dtype(std::nan(""), DType::bf16)));
+  EXPECT_EQ(dtype_unit_roundoff(DType::bf16), std::ldexp(1.0, -8));
+}
+
+TEST(Random, StreamIsAPureFunctionOfSeedStreamAndIndex) {
+  const RandomStream a(7, 1), b(7, 1), c(7, 2), d(8, 1);
+  EXPECT_EQ(a.normal(12345), b.normal(12345));
+  EXPECT_NE(a.normal(12345), c.normal(12345));
+  EXPECT_NE(a.normal(12345), d.normal(12345));
+  // Known answers: these exact bits must come out on every machine and compiler.
+  EXPECT_EQ(a.uniform(0), 0x1.ad4c4ae7p-1);
+  EXPECT_EQ(a.normal(0), 0x1.8efdfc1cp-2);
+  double mean = 0, var = 0;
+  const int n = 100000;
+  for (int i = 0; i < n; ++i) {
+    const double z = a.normal(i);
+    mean += z;
+    var += z * z;
+  }
+  EXPECT_NEAR(mean / n, 0.0, 0.02);
+  EXPECT_NEAR(var / n, 1.0, 0.02);
+}
+
+TEST(FixtureErrors, MissingFileNamesThePathAndTheFix) {
+  try {
+    read_fixture_info("/nonexistent/rmsnorm.h5");
+    FAIL() << "no exception";
+  } catch (const FixtureError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("/nonexistent/rmsnorm.h5"), std::string::npos) << m;
+    EXPECT_NE(m.find("Fix:"), std::string::npos) << m;
+  }
+}
+
+TEST(FixtureErrors, MissingDatasetNamesTheField) {
+  const std::string path = temp_path("one.h5");
+  write_tensors(path, {{"x", Tensor(DType::bf16, {4})}});
+  try {
+    read_tensor(path, "y");
+    FAIL() << "no exception";
+  } catch (const FixtureError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("'y'"), std::string::npos) << m;
+    EXPECT_NE(m.find(path), std::string::npos) << m;
+  }
+}
+
+TEST(FixtureErrors, UnwritableDestinationLeavesNoFileBehind) {
+  EXPECT_THROW(write_tensors("/nonexistent-dir/x.h5", {{"x", Tensor(DType::bf16, {4})}}), FixtureError);
+  EXPECT_FALSE(std::filesystem::exists("/nonexistent-dir/x.h5"));
+}
+
+}  // namespace
+}  // namespace numgate

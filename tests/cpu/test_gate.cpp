@@ -1,0 +1,156 @@
+// The gate arithmetic, structure checks and verdicts on hand-made vectors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "numgate/gate.h"
+
+namespace numgate {
+namespace {
+
+Tensor make(DType t, std::vector<double> v) {
+  Tensor x(t, {static_cast<std::int64_t>(v.size())});
+  for (std::size_t i = 0; i < v.size(); ++i) x.set(i, v[i]);
+  return x;
+}
+GoldenTensor gold(std::vector<double> v) {
+  GoldenTensor g{make(DType::fp64, v), make(DType::fp64, v), 1};
+  for (std::size_t i = 0; i < v.size(); ++i) g.abs_terms.set(i, std::fabs(v[i]));
+  return g;
+}
+CaseSpec spec(DType t) {
+  CaseSpec c;
+  c.name = "handmade";
+  c.dtype = t;
+  c.shape = {3};
+  return c;
+}
+const double kInf = std::numeric_limits<double>::infinity();
+const double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+TEST(Gate, ReferenceErrorZeroLeavesOnlyTheRoundingFloor) {
+  const auto g = gold({1.0, 2.0, -3.0});  // exactly representable in bf16: floor 0
+  const auto ref = make(DType::bf16, {1.0, 2.0, -3.0});
+  auto exact = make(DType::bf16, {1.0, 2.0, -3.0});
+  auto r = evaluate_gate("y", spec(DType::bf16), g, ref, &exact);
+  EXPECT_EQ(r.reference_error, 0.0);
+  EXPECT_EQ(r.rounding_floor, 0.0);
+  EXPECT_EQ(r.threshold, 0.0);
+  EXPECT_TRUE(r.gate_valid);
+  EXPECT_EQ(r.verdict, Verdict::pass);
+  auto off = make(DType::bf16, {1.0, 2.0, -3.015625});  // one bf16 ulp away
+  r = evaluate_gate("y", spec(DType::bf16), g, ref, &off);
+  EXPECT_EQ(r.verdict, Verdict::fail);
+  EXPECT_EQ(r.target_error, 0.015625);
+  EXPECT_EQ(r.worst_index, 2);
+}
+
+TEST(Gate, RoundingFloorOfEachDtype) {
+  const auto g = gold({1.0 / 3.0, 0.0, 0.0});
+  // 1/3 rounded to nearest: bf16 0.333984375, fp16 0.333251953125, fp32 0.3333333432674408
+  const struct { DType t; double rounded; } rows[] = {
+      {DType::bf16, 0.333984375}, {DType::fp16, 0.333251953125}, {DType::fp32, 0.3333333432674408}};
+  for (const auto& row : rows) {
+    const auto ref = make(row.t, {1.0 / 3.0, 0.0, 0.0});
+    auto r = evaluate_gate("y", spec(row.t), g, ref, &ref);
+    EXPECT_EQ(r.rounding_floor, std::fabs(row.rounded - 1.0 / 3.0)) << dtype_name(row.t);
+    EXPECT_EQ(r.reference_error, r.rounding_floor) << dtype_name(row.t);
+    EXPECT_EQ(r.threshold, 3 * r.rounding_floor) << dtype_name(row.t);
+  }
+}
+
+TEST(Gate, ThresholdIsFudgeTimesReferenceErrorPlusFloorAndInclusive) {
+  const auto g = gold({1.0, -2.0, 0.5});
+  const auto ref = make(DType::bf16, {1.0078125, -2.0, 0.5});  // reference_error 2^-7
+  auto at = make(DType::bf16, {1.015625, -2.0, 0.5});          // error 2^-6 == threshold
+  auto r = evaluate_gate("y", spec(DType::bf16), g, ref, &at);
+  EXPECT_EQ(r.reference_error, 0.0078125);
+  EXPECT_EQ(r.threshold, 0.015625);
+  EXPECT_EQ(r.verdict, Verdict::pass);
+  auto above = make(DType::bf16, {1.0234375, -2.0, 0.5});  // 3 * 2^-7 > threshold
+  r = evaluate_gate("y", spec(DType::bf16), g, ref, &above);
+  EXPECT_EQ(r.verdict, Verdict::fail);
+  CaseSpec loose = spec(DType::bf16);
+  loose.gate.project_atol = 0.03;  // absolute floor above the rounding floor
+  r = evaluate_gate("y", loose, g, ref, &above);
+  EXPECT_EQ(r.absolute_floor, 0.03);
+  EXPECT_EQ(r.verdict, Verdict::pass);
+}
+
+TEST(Gate, StructureMismatchFailsBeforeAnyTolerance) {
+  const auto g = gold({kNaN, kInf, -kInf});
+  const auto ref = make(DType::fp16, {kNaN, kInf, -kInf});
+  auto same = make(DType::fp16, {kNaN, kInf, -kInf});
+  EXPECT_EQ(evaluate_gate("y", spec(DType::fp16), g, ref, &same).verdict, Verdict::pass);
+  for (auto bad : {std::vector<double>{0.0, kInf, -kInf}, {kNaN, -kInf, -kInf}, {kNaN, kInf, kNaN}}) {
+    auto t = make(DType::fp16, bad);
+    auto r = evaluate_gate("y", spec(DType::fp16), g, ref, &t);
+    EXPECT_EQ(r.verdict, Verdict::fail);
+    EXPECT_FALSE(r.target_structure.ok);
+    EXPECT_NE(r.target_structure.message.find("wrong place"), std::string::npos) << r.target_structure.message;
+  }
+  auto wrong_shape = Tensor(DType::fp16, {1, 3});
+  EXPECT_EQ(evaluate_gate("y", spec(DType::fp16), g, ref, &wrong_shape).verdict, Verdict::fail);
+  auto wrong_dtype = make(DType::bf16, {kNaN, kInf, -kInf});
+  EXPECT_EQ(evaluate_gate("y", spec(DType::fp16), g, ref, &wrong_dtype).verdict, Verdict::fail);
+}
+
+TEST(Gate, FiniteGoldenThatOverflowsTheDtypeMustComeOutAsInf) {
+  const auto g = gold({1e6, 1.0, 1.0});  // fp16 max is 65504
+  const auto ref = make(DType::fp16, {1e6, 1.0, 1.0});
+  EXPECT_TRUE(std::isinf(ref.get(0)));
+  auto inf = make(DType::fp16, {kInf, 1.0, 1.0});
+  EXPECT_EQ(evaluate_gate("y", spec(DType::fp16), g, ref, &inf).verdict, Verdict::pass);
+  auto clamped = make(DType::fp16, {65504.0, 1.0, 1.0});
+  EXPECT_EQ(evaluate_gate("y", spec(DType::fp16), g, ref, &clamped).verdict, Verdict::fail);
+}
+
+TEST(Gate, IllConditionedElementFallsBackOnTheNoiseEnvelope) {
+  // golden 1e-6 computed from terms of size 1: condition 1e6, FP32 noise ~ 1e-7 per term.
+  GoldenTensor g{make(DType::fp64, {1e-6, 0, 0}), make(DType::fp64, {1.0, 0, 0}), 4};
+  const auto ref = make(DType::fp32, {1.2e-6, 0, 0});  // 20% off: gate not valid
+  auto within = make(DType::fp32, {0.9e-6, 0, 0});
+  auto r = evaluate_gate("dx", spec(DType::fp32), g, ref, &within);
+  EXPECT_FALSE(r.gate_valid);
+  EXPECT_NEAR(r.reference_relative_error, 0.2, 1e-6);
+  EXPECT_NEAR(r.condition, 1e6, 1.0);
+  EXPECT_TRUE(r.reference_in_envelope);
+  EXPECT_EQ(r.verdict, Verdict::pass_with_limitations);
+  auto outside = make(DType::fp32, {1e-4, 0, 0});  // far beyond gamma * sum|terms|
+  r = evaluate_gate("dx", spec(DType::fp32), g, ref, &outside);
+  EXPECT_EQ(r.verdict, Verdict::fail);
+  const auto bad_ref = make(DType::fp32, {1e-4, 0, 0});  // reference itself unexplained
+  r = evaluate_gate("dx", spec(DType::fp32), g, bad_ref, &within);
+  EXPECT_EQ(r.verdict, Verdict::inconclusive);
+}
+
+TEST(Gate, WithoutTargetReportsValidityAndNotRun) {
+  const auto g = gold({1.0, 2.0, 3.0});
+  const auto ref = make(DType::bf16, {1.0, 2.0, 3.0});
+  auto r = evaluate_gate("y", spec(DType::bf16), g, ref, nullptr);
+  EXPECT_EQ(r.verdict, Verdict::not_run);
+  EXPECT_TRUE(r.gate_valid);
+}
+
+TEST(Gate, VerdictsCombineWorstFirst) {
+  EXPECT_EQ(combine(Verdict::pass, Verdict::fail), Verdict::fail);
+  EXPECT_EQ(combine(Verdict::inconclusive, Verdict::pass_with_limitations), Verdict::inconclusive);
+  EXPECT_EQ(combine(Verdict::not_run, Verdict::pass), Verdict::pass);
+  EXPECT_EQ(combine(Verdict::fail, Verdict::inconclusive), Verdict::fail);
+}
+
+TEST(Gate, FailureMessageNamesCaseTensorElementAndQuantities) {
+  const auto g = gold({1.0, -2.0, 0.5});
+  const auto ref = make(DType::bf16, {1.0078125, -2.0, 0.5});
+  auto t = make(DType::bf16, {1.0, -2.0, 0.75});
+  CaseSpec c = spec(DType::bf16);
+  const auto r = evaluate_gate("dw", c, g, ref, &t);
+  const std::string m = describe(r, c);
+  for (const char* s : {"handmade", "dw", "FAIL", "[2]", "golden 0.5", "reference 0.5", "target 0.75",
+                        "reference_error", "target_error 0.25", "rounding_floor", "threshold"})
+    EXPECT_NE(m.find(s), std::string::npos) << "missing '" << s << "' in:\n" << m;
+}
+
+}  // namespace
+}  // namespace numgate

@@ -1,0 +1,99 @@
+// Generator determinism and staleness detection (--check).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "committed.h"
+#include "numgate/fixture_file.h"
+
+#ifndef NUMGATE_GENERATE_EXE
+#error "NUMGATE_GENERATE_EXE must be defined by the build"
+#endif
+
+namespace numgate {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path scratch(const std::string& name) {
+  const fs::path d = fs::temp_directory_path() / ("numgate_gen_" + std::to_string(::getpid())) / name;
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+struct CliRun {
+  int code;
+  std::string output;
+};
+CliRun run(const std::string& args) {
+  const fs::path log = fs::temp_directory_path() / ("numgate_gen_" + std::to_string(::getpid()) + ".log");
+  const std::string cmd = std::string(NUMGATE_GENERATE_EXE) + " " + args + " > " + log.string() + " 2>&1";
+  const int status = std::system(cmd.c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(log)};
+}
+
+TEST(Generator, TwoRunsWriteByteIdenticalFiles) {
+  const fs::path a = scratch("a"), b = scratch("b");
+  ASSERT_EQ(run("--out-dir " + a.string()).code, 0);
+  ASSERT_EQ(run("--out-dir " + b.string()).code, 0);
+  for (const auto& e : fs::directory_iterator(a)) {
+    ASSERT_TRUE(fs::exists(b / e.path().filename()));
+    EXPECT_TRUE(slurp(e.path()) == slurp(b / e.path().filename())) << e.path().filename() << " differs between runs";
+  }
+  for (const auto& e : fs::directory_iterator(a)) EXPECT_EQ(e.path().extension(), ".h5") << "leftover " << e.path();
+}
+
+TEST(Generator, CommittedDataIsCurrent) {
+  const CliRun r = run("--check --out-dir " + testing::golden_dir());
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("all fixtures current"), std::string::npos) << r.output;
+}
+
+TEST(Generator, CheckNamesEveryStaleCase) {
+  const fs::path d = scratch("stale");
+  const std::string src = testing::golden_dir() + "/rmsnorm.h5";
+  const FixtureFileInfo info = read_fixture_info(src);
+  ASSERT_GE(info.cases.size(), 3u);
+  // Rewrite the file with: one case dropped, one case with an altered input element,
+  // one case claiming an older formula version, the rest untouched.
+  std::vector<CaseData> cases;
+  for (const auto& n : info.cases) cases.push_back(read_case(src, n));
+  const std::string dropped = cases[0].spec.name, altered = cases[1].spec.name, old = cases[2].spec.name;
+  cases[1].inputs["x"].bytes[0] ^= 1;
+  cases[2].formula_version -= 1;
+  cases.erase(cases.begin());
+  write_fixture_file((d / "rmsnorm.h5").string(), "rmsnorm", info.formula_version, cases, true);
+
+  const CliRun r = run("--check --op rmsnorm --out-dir " + d.string());
+  EXPECT_EQ(r.code, 1) << r.output;
+  for (const auto& n : {dropped, altered, old})
+    EXPECT_NE(r.output.find("STALE rmsnorm/" + n), std::string::npos) << "not named: " << n << "\n" << r.output;
+  EXPECT_NE(r.output.find("3 stale case(s)"), std::string::npos) << r.output;
+}
+
+TEST(Generator, CheckOnAMissingFileFailsWithTheFix) {
+  const CliRun r = run("--check --out-dir " + scratch("empty").string());
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("does not exist"), std::string::npos) << r.output;
+}
+
+TEST(Generator, CommittedDataStaysSmall) {
+  std::uintmax_t total = 0;
+  for (const auto& e : fs::directory_iterator(testing::golden_dir())) total += fs::file_size(e.path());
+  EXPECT_LT(total, 8u << 20) << "golden_data/ is " << total << " bytes: move large cases to the production set";
+}
+
+}  // namespace
+}  // namespace numgate

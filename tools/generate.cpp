@@ -1,0 +1,178 @@
+// numgate-generate — writes the golden fixtures (HDF5) of every registered op from its
+// declared case list, or checks that the files on disk are what the code would write.
+//
+//   numgate-generate                       committed cases -> golden_data/<op>.h5
+//   numgate-generate --check               regenerate in memory, compare, name stale cases
+//   numgate-generate --set production --out-dir build/golden_data
+//                                          production shapes -> <dir>/<op>_production.h5
+#include <CLI/CLI.hpp>
+#include <cuda_runtime.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <set>
+
+#include "numgate/fixture_file.h"
+#include "numgate/op.h"
+
+#ifndef NUMGATE_SOURCE_DIR
+#define NUMGATE_SOURCE_DIR "."
+#endif
+
+namespace {
+
+using namespace numgate;
+
+std::string file_for(const std::string& dir, const std::string& op, bool production) {
+  return dir + "/" + op + (production ? "_production" : "") + ".h5";
+}
+
+std::vector<CaseSpec> selected(const Op& op, bool production) {
+  std::vector<CaseSpec> out;
+  for (auto& c : op.cases())
+    if (c.production == production) out.push_back(c);
+  return out;
+}
+
+// Cheap provenance check (no data comparison): used to skip regenerating large
+// production files that are already current.
+bool provenance_current(const std::string& path, const Op& op, const std::vector<CaseSpec>& cases) {
+  try {
+    const FixtureFileInfo info = read_fixture_info(path);
+    if (info.op != op.name() || info.formula_version != op.formula_version() ||
+        info.generator_version != kGeneratorVersion)
+      return false;
+    std::vector<std::string> names;
+    for (const auto& c : cases) names.push_back(c.name);
+    std::sort(names.begin(), names.end());
+    if (names != info.cases) return false;
+    for (const auto& c : cases) {
+      const CaseData d = read_case(path, c.name);
+      if (d.spec.seed != c.seed || d.spec.shape != c.shape || d.spec.dtype != c.dtype || d.spec.params != c.params ||
+          d.spec.pattern != c.pattern)
+        return false;
+    }
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+int check(const Op& op, const std::string& path, const std::vector<CaseSpec>& cases) {
+  int stale = 0;
+  FixtureFileInfo info;
+  try {
+    info = read_fixture_info(path);
+  } catch (const FixtureError& e) {
+    spdlog::error("{}", e.what());
+    return static_cast<int>(cases.size());
+  }
+  if (info.formula_version != op.formula_version())
+    spdlog::error("{}: formula_version {} on disk, {} in code: every case is stale", path, info.formula_version,
+                  op.formula_version());
+  std::set<std::string> declared;
+  for (const auto& c : cases) {
+    declared.insert(c.name);
+    if (!std::binary_search(info.cases.begin(), info.cases.end(), c.name)) {
+      spdlog::error("STALE {}/{}: declared in code but missing from {}", op.name(), c.name, path);
+      ++stale;
+      continue;
+    }
+    std::vector<std::string> diffs;
+    try {
+      diffs = compare_cases(materialize(op, c), read_case(path, c.name));
+    } catch (const FixtureError& e) {
+      diffs = {e.what()};
+    }
+    if (diffs.empty()) {
+      spdlog::info("ok    {}/{}", op.name(), c.name);
+    } else {
+      ++stale;
+      std::string what;
+      for (const auto& d : diffs) what += (what.empty() ? "" : "; ") + d;
+      spdlog::error("STALE {}/{}: {}", op.name(), c.name, what);
+    }
+  }
+  for (const auto& n : info.cases)
+    if (!declared.count(n)) {
+      spdlog::error("STALE {}/{}: in {} but no longer declared", op.name(), n, path);
+      ++stale;
+    }
+  return stale;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "numgate-generate: writes golden fixtures (inputs, FP64 promotions, golden and reference outputs, "
+      "declared gate parameters) for every registered op, or checks them (--check)."};
+  std::vector<std::string> ops;
+  std::string set = "committed";
+  std::string out_dir = std::string(NUMGATE_SOURCE_DIR) + "/golden_data";
+  bool do_check = false, require_device = false, force = false;
+  app.add_option("--op", ops, "Only these ops (default: all registered)");
+  app.add_option("--set", set, "Which cases: committed (small, in git) or production (large, build tree)")
+      ->check(CLI::IsMember({"committed", "production"}))
+      ->capture_default_str();
+  app.add_option("--out-dir", out_dir, "Folder of the <op>.h5 / <op>_production.h5 files")->capture_default_str();
+  app.add_flag("--check", do_check,
+               "Regenerate in memory and compare bit for bit with the files on disk; name every stale case and "
+               "exit 1 if any");
+  app.add_flag("--require-device", require_device,
+               "Exit 77 (skipped) without writing anything when no CUDA device is present (production fixtures "
+               "are only needed for target replay)");
+  app.add_flag("--force", force, "Regenerate production files even when their provenance is current");
+  CLI11_PARSE(app, argc, argv);
+
+  if (require_device) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+      spdlog::warn("no CUDA device: {} fixtures not generated (they are only needed for target replay)", set);
+      return 77;
+    }
+  }
+  const bool production = set == "production";
+  try {
+    if (ops.empty())
+      for (const auto& op : all_ops()) ops.push_back(op->name());
+    int stale = 0;
+    for (const auto& name : ops) {
+      const Op& op = find_op(name);
+      const auto cases = selected(op, production);
+      const std::string path = file_for(out_dir, name, production);
+      if (do_check) {
+        stale += check(op, path, cases);
+        continue;
+      }
+      if (production && !force && provenance_current(path, op, cases)) {
+        spdlog::info("{} is current ({} cases); --force regenerates it", path, cases.size());
+        continue;
+      }
+      std::filesystem::create_directories(out_dir);
+      std::vector<CaseData> data;
+      for (const auto& c : cases) {
+        const auto t0 = std::chrono::steady_clock::now();
+        data.push_back(materialize(op, c));
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        spdlog::info("generated {}/{} ({:.2f} s)", name, c.name, s);
+      }
+      write_fixture_file(path, name, op.formula_version(), data, /*compress=*/!production);
+      spdlog::info("wrote {} ({} cases, {:.2f} MB)", path, data.size(),
+                   static_cast<double>(std::filesystem::file_size(path)) / 1e6);
+    }
+    if (do_check) {
+      if (stale) {
+        spdlog::error("{} stale case(s): regenerate with `numgate-generate` (README: Regenerating golden data)", stale);
+        return 1;
+      }
+      spdlog::info("all fixtures current");
+    }
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    return 2;
+  }
+  return 0;
+}
