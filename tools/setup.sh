@@ -5,11 +5,15 @@
 #                              (air-gapped GPU nodes), then apt-get for the rest.
 set -euo pipefail
 
-packages=(cmake ninja-build g++ libhdf5-dev libgtest-dev libspdlog-dev libfmt-dev libcli11-dev
-          nlohmann-json3-dev librandom123-dev)
+# Tools count as present when they are on PATH however they were installed (pip's cmake too).
+declare -A tools=([cmake]=cmake [ninja-build]=ninja [g++]=g++)
+libraries=(libhdf5-dev libgtest-dev libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev librandom123-dev)
 
 missing=()
-for p in "${packages[@]}"; do
+for p in "${!tools[@]}"; do
+  command -v "${tools[$p]}" >/dev/null || missing+=("$p")
+done
+for p in "${libraries[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
     missing+=("$p")
   fi

@@ -53,36 +53,49 @@ Design.
   vector path everywhere.
 
   forward: one block per row, ONE pass over x from DRAM. Each thread caches K units of
-  x (raw T, 16 bytes each) in registers, sums their squares, the block reduces, and
-  the same registers are normalized and written. Thread t owns units t, t + B, ...,
-  t + (K-1)B (B = blockDim.x), so every load/store instruction of a warp touches 512
-  contiguous bytes. K is the smallest of {1, 2, 4, 8} with ceil(units / K) <= 1024 and
-  B = that rounded up to a multiple of 32. Rows longer than 8192 units (fp32 H > 32768,
-  fp64 H > 16384) use a streaming kernel that reads x twice (the second read mostly
-  hits L2).
+  x (raw T, 16 bytes each, 4 registers per unit) in registers, sums their squares, the
+  block reduces, and the same registers are normalized and written. Thread t owns
+  units t, t + B, ..., t + (K-1)B (B = blockDim.x), so every load/store instruction of
+  a warp touches 512 contiguous bytes. K is the smallest of {1, 2, 4, 8} with
+  ceil(units / K) <= 384 (else the largest allowed K, if that needs <= 1024 threads),
+  B = ceil(units / K) rounded up to a multiple of 32. Preferring ~256-384 threads over
+  one unit per thread keeps 32-64 bytes of loads in flight per thread and several rows
+  per SM; on an H200 this took bf16 8192x5120 from 97 us (K = 1, 640 threads) to
+  46 us (K = 2, 320 threads), about 86% of device-to-device copy bandwidth. fp64 caches
+  at most K = 4 (at K = 8 it needs more than the 64 registers a 1024-thread block
+  allows). Rows beyond the cache (more than 8192 units: fp32 H > 32768, bf16/fp16 only
+  for H > 65529 or unaligned rows of 65536; fp64: more than 4096 units, H > 8192; a
+  row's units are ceil((H + shift) / VEC)) use a streaming kernel that reads x twice
+  (the second read mostly hits L2).
 
-  backward dx: same scheme, caching x and dy (two units per unit slot), K in {1, 2, 4}
-  (at most 4096 units per row, i.e. bf16/fp16 H <= 32768, fp32 H <= 16384, fp64
-  H <= 8192, else a streaming kernel). w is re-read in the second phase (it is shared
-  by all rows, so it is an L1/L2 hit). Both row sums (sum x^2 and sum g*x) go through
-  one block reduction. Thread 0 writes r to the workspace.
+  backward dx: same scheme, caching x and dy, K in {1, 2, 4} with a preferred block of
+  <= 256 threads (at most 4096 units per row, i.e. bf16/fp16 H <= 32768, fp32
+  H <= 16384, fp64 H <= 8192, else a streaming kernel). w is re-read in the second
+  phase (it is shared by all rows, so it is an L1/L2 hit). Both row sums (sum x^2 and
+  sum g*x) go through one block reduction. Thread 0 writes r to the workspace.
 
   backward dw (deterministic, no atomics): stage 1 splits the rows into chunks of
-  R rows (R = 128 for H >= 1024, taller for narrow rows; a function of (rows, H) only,
-  never of the GPU, so results are bitwise reproducible on any device). A 32x8 block
-  owns 64 columns of one chunk: thread (tx, ty) sums rows ty, ty+8, ... of the chunk
-  for columns tx and tx+32 (coalesced 32-element row segments), the 8 row-lanes are
-  combined in order 0..7 through shared memory, and the chunk's partial sums go to
-  partial[chunk][col] (acc) in the workspace. Stage 2 sums partial[..][col] over the
-  chunks (thread row ty takes chunks ty, ty+8, ...; then the 8 row-lanes in order) and
-  rounds to T. Production shapes (rows 2048..8192, H 4096..5120) give 16..64 chunks and
-  1024..5120 stage-1 blocks. Like Apex and PyTorch, stage 1 re-reads x and dy, so the
-  whole backward moves about 5 rows*H elements instead of the minimal 3.
+  R rows (R = 64 for H >= 1024, taller for narrow rows, up to 1024; a function of
+  (rows, H) only, never of the GPU, so results are bitwise reproducible on any device).
+  A 32x8 block owns a column tile of one chunk: thread (tx, ty) sums rows ty, ty+8, ...
+  of the chunk for its columns, the 8 row-lanes are combined in order 0..7 through
+  shared memory, and the chunk's sums go to partial[chunk][col] (acc) in the workspace.
+  When H % VEC == 0 and x, dy are 16-byte aligned (production), a thread owns one unit
+  (VEC columns, 16-byte loads; tile = 32 units); otherwise it owns columns tx and
+  tx + 32 (element loads; tile = 64 columns). Both variants add in the same order, so
+  they give the same bits. Stage 2 sums partial[..][col] over the chunks (thread row ty
+  takes chunks ty, ty+8, ...; then the 8 row-lanes in order) and rounds to T.
+  Production shapes (rows 2048..8192, H 4096..5120) give 32..128 chunks and about
+  500..2600 stage-1 blocks. Like Apex and PyTorch, stage 1 re-reads x and dy, so the
+  whole backward moves about 5 rows*H elements instead of the minimal 3 (on an H200,
+  bf16 8192x5120: dx kernel ~68 us, dw stage 1 ~46 us, stage 2 a few us). Fusing the
+  dw partial sums into the dx kernel (blocks that loop over a chunk of rows) would
+  remove the re-read; it is the next step if backward speed matters.
 
   Reductions are warp shuffle-xor butterflies plus one shared-memory round across warps
   (common/cuda_utils.cuh), with an order fixed by the block size. The block size
-  depends only on H, the dtype and x's alignment, so repeated launches on the same
-  buffers are bitwise identical; moving x to a different 16-byte phase may change the
+  depends only on the shape, the dtype and x's 16-byte phase, so repeated launches on
+  the same buffers are bitwise identical; moving x to a different 16-byte phase may change the
   last bits of the sums (still within the contract above).
 
 Limits: 1 <= H <= 65536, 0 <= rows <= 2^31 - 1 (one block per row in grid.x), pointers
@@ -126,14 +139,11 @@ constexpr int kStreamThreads = 1024;
 // a 1024-thread block allows and would spill.
 template <typename T>
 constexpr int kFwdMaxK = sizeof(T) == 8 ? 4 : 8;
-#ifndef FWD_TT
-#define FWD_TT 1024
-#endif
-#ifndef BWD_TT
-#define BWD_TT 1024
-#endif
-constexpr int kFwdTargetThreads = FWD_TT;
-constexpr int kBwdTargetThreads = BWD_TT;
+// Preferred block sizes: K is raised until the block is at most this many threads, so
+// each thread keeps 32-64 bytes of loads in flight and several rows share an SM (on
+// H200, bf16 8192x5120 forward: 97 us with K = 1 / 640 threads, 46 us with K = 2 / 320).
+constexpr int kFwdTargetThreads = 384;
+constexpr int kBwdTargetThreads = 256;
 constexpr int kBwdMaxK = 4;  // backward caches x and dy: up to 4 units each (4096 units/row)
 
 // dw stage 1 (per chunk of rows, 64 columns per block) and stage 2 tiles.
@@ -464,6 +474,73 @@ __global__ void __launch_bounds__(kDwTx* kDwTy)
   }
 }
 
+/// Stage 1, vector variant, used when H % VEC == 0 and x and dy are 16-byte aligned (so
+/// every row is): thread (tx, ty) owns the VEC columns of unit 32 * blockIdx.y + tx and
+/// moves 16 bytes of x and dy per row. grid = (chunks, ceil(H / (32 * VEC))). Same
+/// summation order per column as the scalar kernel, hence the same bits.
+template <typename T>
+__global__ void __launch_bounds__(kDwTx* kDwTy)
+    rmsnorm_backward_dw_partial_vec_kernel(const T* __restrict__ x, const T* __restrict__ dy,
+                                           const acc_t<T>* __restrict__ rstd,
+                                           acc_t<T>* __restrict__ partial, int64_t rows,
+                                           int hidden, int64_t rows_per_chunk) {
+  using A = acc_t<T>;
+  constexpr int V = kVec<T>;
+  constexpr int kCols = kDwTx * V;
+  __shared__ A tile[kDwTy][kCols];
+
+  const int64_t chunk = blockIdx.x;
+  const int col0 = static_cast<int>(blockIdx.y) * kCols;
+  const int tx = static_cast<int>(threadIdx.x);
+  const int ty = static_cast<int>(threadIdx.y);
+  const int jc = col0 + tx * V;  // first column of this thread's unit
+  const bool ok = jc < hidden;   // H % VEC == 0: the unit is entirely in or out
+  const int64_t r_begin = chunk * rows_per_chunk;
+  const int64_t r_end = r_begin + rows_per_chunk < rows ? r_begin + rows_per_chunk : rows;
+
+  A acc[V];
+#pragma unroll
+  for (int j = 0; j < V; ++j) acc[j] = A(0);
+  for (int64_t r = r_begin + ty; r < r_end; r += kDwTy * kDwRowUnroll) {
+    // Issue all loads of kDwRowUnroll rows first, then accumulate in row order.
+    Unit<T> xu[kDwRowUnroll], du[kDwRowUnroll];
+    A rv[kDwRowUnroll];
+    bool in[kDwRowUnroll];
+#pragma unroll
+    for (int q = 0; q < kDwRowUnroll; ++q) {
+      const int64_t rq = r + q * kDwTy;
+      in[q] = rq < r_end;
+      rv[q] = A(0);
+      xu[q] = du[q] = zero_unit<T>();
+      if (in[q] && ok) {
+        const int64_t base = rq * hidden;
+        rv[q] = rstd[rq];
+        xu[q] = load_unit(x + base, jc, hidden, true);
+        du[q] = load_unit(dy + base, jc, hidden, true);
+      }
+    }
+#pragma unroll
+    for (int q = 0; q < kDwRowUnroll; ++q) {
+      if (in[q]) {
+#pragma unroll
+        for (int j = 0; j < V; ++j) acc[j] += unit_acc(du[q], j) * (unit_acc(xu[q], j) * rv[q]);
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < V; ++j) tile[ty][tx * V + j] = acc[j];
+  __syncthreads();
+
+  for (int c = ty * kDwTx + tx; c < kCols; c += kDwTx * kDwTy) {
+    if (col0 + c < hidden) {
+      A s = tile[0][c];
+#pragma unroll
+      for (int i = 1; i < kDwTy; ++i) s += tile[i][c];
+      partial[chunk * hidden + col0 + c] = s;
+    }
+  }
+}
+
 /// Stage 2. grid = ceil(H / 32), block = (32, 8). dw[j] = T(sum over chunks of
 /// partial[c][j]): thread row ty sums chunks ty, ty+8, ... ascending, then the 8
 /// thread rows are added in order 0..7.
@@ -524,25 +601,26 @@ struct CachedConfig {
   int threads = 0;  ///< block size, a multiple of 32
 };
 
-/// Smallest K in {1, 2, 4, ..., max_k} with ceil(units / K) <= target_threads, else the
-/// smallest with ceil(units / K) <= 1024; block = that, rounded up to a whole warp.
+/// Smallest K in {1, 2, 4, ..., max_k} with ceil(units / K) <= target_threads; if none,
+/// K = max_k when ceil(units / max_k) <= 1024; else {0, 0} (streaming kernel). The block
+/// is ceil(units / K) rounded up to a whole warp.
 CachedConfig pick_cached_config(int64_t units, int max_k, int target_threads) {
-  for (int limit : {target_threads, kMaxThreads}) {
-    for (int k = 1; k <= max_k; k *= 2) {
-      const int64_t threads = ceil_div(units, k);
-      if (threads <= limit) return {k, static_cast<int>(round_up(threads, 32))};
-    }
+  for (int k = 1; k <= max_k; k *= 2) {
+    const int64_t threads = ceil_div(units, k);
+    if (threads <= target_threads) return {k, static_cast<int>(round_up(threads, 32))};
   }
+  const int64_t threads = ceil_div(units, max_k);
+  if (threads <= kMaxThreads) return {max_k, static_cast<int>(round_up(threads, 32))};
   return {};
 }
 
-/// Rows per dw chunk: a function of (rows, hidden) only, never of the device. 128 rows
-/// (16 per thread row of a stage-1 block) for hidden >= 1024; narrower rows get taller
-/// chunks (up to 2048) so a block still moves a useful amount of data.
+/// Rows per dw chunk: a function of (rows, hidden) only, never of the device. 64 rows
+/// (8 per thread row of a stage-1 block) for hidden >= 1024; narrower rows get taller
+/// chunks (up to 1024 rows) so a block still moves a useful amount of data.
 int64_t dw_rows_per_chunk(int64_t /*rows*/, int64_t hidden) {
   const int64_t cols = round_up(hidden, kDwCols);
   const int64_t widen = cols >= 1024 ? 1 : 1024 / cols;
-  return 128 * widen;
+  return 64 * widen;
 }
 
 int64_t dw_chunks(int64_t rows, int64_t hidden) {
@@ -672,8 +750,17 @@ cudaError_t backward(const T* x, const T* w, const T* dy, T* dx, T* dw, int64_t 
   const int64_t chunks = dw_chunks(rows, hidden);
   const dim3 block(kDwTx, kDwTy);
   const dim3 grid1(static_cast<unsigned>(chunks), static_cast<unsigned>(ceil_div(hidden, kDwCols)));
-  rmsnorm_backward_dw_partial_kernel<T><<<grid1, block, 0, stream>>>(x, dy, rstd, partial, rows, h,
-                                                                      rows_per_chunk);
+  const bool vector_dw = hidden % kVec<T> == 0 && reinterpret_cast<std::uintptr_t>(x) % 16 == 0 &&
+                         reinterpret_cast<std::uintptr_t>(dy) % 16 == 0;
+  if (vector_dw) {
+    const dim3 grid1v(static_cast<unsigned>(chunks),
+                      static_cast<unsigned>(ceil_div(hidden, int64_t(kDwTx) * kVec<T>)));
+    rmsnorm_backward_dw_partial_vec_kernel<T><<<grid1v, block, 0, stream>>>(x, dy, rstd, partial, rows,
+                                                                           h, rows_per_chunk);
+  } else {
+    rmsnorm_backward_dw_partial_kernel<T><<<grid1, block, 0, stream>>>(x, dy, rstd, partial, rows, h,
+                                                                        rows_per_chunk);
+  }
   err = cudaGetLastError();
   if (err != cudaSuccess) return err;
 

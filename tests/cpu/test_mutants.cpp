@@ -56,6 +56,7 @@ void expect_caught(Mutant m, bool (*must_fail)(const CaseData&)) {
     std::cout << "[ mutant " << rmsnorm::mutant_name(m) << " ] " << c.spec.name << ": " << verdict_name(run.verdict)
               << (run.failing_tensors.empty() ? "" : " (" + run.failing_tensors.substr(1) + ")") << "\n";
     if (must_fail(c)) {
+      if (required == 0 && run.verdict == Verdict::fail) std::cout << "  first failure, as a user sees it:\n" << run.worst_detail;
       ++required;
       EXPECT_EQ(run.verdict, Verdict::fail) << "mutant " << rmsnorm::mutant_name(m) << " not caught:\n"
                                             << run.worst_detail;

@@ -20,6 +20,7 @@
 #include <mutex>
 
 #include "device_buffer.h"
+#include "replay.h"
 #include "numgate/fixture_file.h"
 #include "numgate/report.h"
 #include "target.h"
@@ -28,61 +29,7 @@ namespace numgate {
 namespace {
 
 using testing::DeviceBuffer;
-
-struct Config {
-  std::vector<std::string> fixture_dirs;
-  std::string report_dir = ".";
-  bool have_device = false;
-  std::string device = "no CUDA device";
-  std::string no_device_reason;
-};
-Config& config() {
-  static Config c;
-  return c;
-}
-
-struct ReplayCase {
-  std::string file, op, name;
-  bool production = false;
-  friend std::ostream& operator<<(std::ostream& os, const ReplayCase& c) {
-    return os << c.op << "/" << c.name << " (" << c.file << ")";
-  }
-};
-
-std::vector<ReplayCase> all_cases() {
-  static const std::vector<ReplayCase> cases = [] {
-    std::vector<ReplayCase> v;
-    for (const auto& dir : config().fixture_dirs) {
-      if (!std::filesystem::is_directory(dir)) continue;
-      std::vector<std::string> files;
-      for (const auto& e : std::filesystem::directory_iterator(dir))
-        if (e.path().extension() == ".h5") files.push_back(e.path().string());
-      std::sort(files.begin(), files.end());
-      for (const auto& f : files) {
-        const FixtureFileInfo info = read_fixture_info(f);  // a broken file fails loudly here
-        for (const auto& n : info.cases)
-          v.push_back({f, info.op, n, f.find("_production.h5") != std::string::npos});
-      }
-    }
-    return v;
-  }();
-  return cases;
-}
-
-std::vector<ReplayCase> cases_of(const std::string& op) {
-  std::vector<ReplayCase> v;
-  for (const auto& c : all_cases())
-    if (c.op == op) v.push_back(c);
-  return v;
-}
-
-// ---- loaded cases and collected results -------------------------------------------------
-const CaseData& load(const ReplayCase& rc) {
-  static std::map<std::string, std::unique_ptr<CaseData>> cache;
-  auto& slot = cache[rc.file + ":" + rc.name];
-  if (!slot) slot = std::make_unique<CaseData>(read_case(rc.file, rc.name));
-  return *slot;
-}
+using namespace numgate::testing;
 
 std::map<std::string, CaseReport>& results() {
   static std::map<std::string, CaseReport> r;
@@ -96,72 +43,6 @@ CaseReport& report_for(const ReplayCase& rc, const CaseData& c) {
     r.spec = c.spec;
   }
   return r;
-}
-
-// ---- running a pass on the device -------------------------------------------------------
-struct PassRun {
-  std::map<std::string, Tensor> outputs;
-  std::vector<std::string> problems;  // guard damage, modified inputs
-};
-
-std::size_t elem(const CaseData& c) { return dtype_size(c.spec.dtype); }
-
-Tensor output_like(const CaseData& c, const std::string& t) { return Tensor(c.spec.dtype, c.golden.at(t).value.shape); }
-
-// Runs `pass` once with every buffer shifted by `offset_elems` elements from its
-// allocation, outputs poisoned with `poison`.
-PassRun run_pass(const CaseData& c, const TargetPass& pass, std::size_t offset_elems, unsigned char poison) {
-  const std::size_t off = offset_elems * elem(c);
-  std::map<std::string, std::unique_ptr<DeviceBuffer>> bufs;
-  DevicePtrs ptrs;
-  for (const auto& n : c.input_names) {
-    bufs[n] = std::make_unique<DeviceBuffer>(c.inputs.at(n).bytes.size(), off);
-    bufs[n]->upload(c.inputs.at(n).data());
-    ptrs[n] = bufs[n]->data();
-  }
-  for (const auto& t : pass.outputs) {
-    bufs[t] = std::make_unique<DeviceBuffer>(output_like(c, t).bytes.size(), off);
-    bufs[t]->poison(poison);
-    ptrs[t] = bufs[t]->data();
-  }
-  const std::size_t ws_bytes = pass.workspace_bytes(c.spec);
-  DeviceBuffer ws(std::max<std::size_t>(ws_bytes, 1), off);
-  ws.poison(0xFF);  // a kernel that reads workspace it did not write sees NaN
-  testing::cuda_check(pass.launch(c.spec, ptrs, ws.data(), ws_bytes, nullptr), "kernel launch");
-  testing::cuda_check(cudaDeviceSynchronize(), "kernel execution");
-
-  PassRun run;
-  for (const auto& t : pass.outputs) {
-    Tensor out = output_like(c, t);
-    const auto h = bufs[t]->download();
-    std::memcpy(out.data(), h.data(), h.size());
-    run.outputs[t] = std::move(out);
-  }
-  for (const auto& [n, b] : bufs) {
-    const std::string d = b->guard_damage();
-    if (!d.empty()) run.problems.push_back(n + ": out-of-bounds " + d);
-  }
-  if (const std::string d = ws.guard_damage(); !d.empty()) run.problems.push_back("workspace: out-of-bounds " + d);
-  for (const auto& n : c.input_names)
-    if (bufs[n]->download() != c.inputs.at(n).bytes) run.problems.push_back("input " + n + " was modified");
-  return run;
-}
-
-const TargetPass& find_pass(const std::string& op, const std::string& name) {
-  for (const auto& p : find_target(op).passes)
-    if (p.name == name) return p;
-  throw std::invalid_argument("op " + op + " has no pass " + name);
-}
-
-// First element whose bits differ between two launches (elements never written keep
-// the poison, which differs between the two launches).
-std::string first_bit_difference(const Tensor& a, const Tensor& b) {
-  const std::size_t es = dtype_size(a.dtype);
-  for (std::size_t i = 0; i < a.numel(); ++i)
-    if (std::memcmp(a.bytes.data() + i * es, b.bytes.data() + i * es, es) != 0)
-      return "element " + unravel(static_cast<std::int64_t>(i), a.shape) + ": " + std::to_string(a.get(i)) +
-             " after NaN poison vs " + std::to_string(b.get(i)) + " after 0x55 poison";
-  return {};
 }
 
 ::testing::AssertionResult gated(const GateResult& r, const CaseSpec& spec) {
@@ -327,7 +208,7 @@ class ReportWriter : public ::testing::Environment {
 }  // namespace numgate
 
 int main(int argc, char** argv) {
-  using numgate::config;
+  using numgate::testing::config;
   // Our flags first (they decide which cases exist), then GoogleTest's.
   std::vector<char*> rest{argv[0]};
   for (int i = 1; i < argc; ++i) {

@@ -1,0 +1,59 @@
+// Replay machinery shared by the replay tests: the fixture cases found on disk, loading
+// them, and running one target pass on the device with poison, guard bands and an
+// optional misalignment.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "numgate/op.h"
+#include "target.h"
+
+namespace numgate::testing {
+
+struct Config {
+  std::vector<std::string> fixture_dirs;
+  std::string report_dir = ".";
+  bool have_device = false;
+  std::string device = "no CUDA device";
+  std::string no_device_reason;
+};
+Config& config();
+
+/// One case of one fixture file.
+struct ReplayCase {
+  std::string file, op, name;
+  bool production = false;
+  friend std::ostream& operator<<(std::ostream& os, const ReplayCase& c) {
+    return os << c.op << "/" << c.name << " (" << c.file << ")";
+  }
+};
+
+/// Every case of every *.h5 in config().fixture_dirs (a broken file fails loudly).
+std::vector<ReplayCase> all_cases();
+std::vector<ReplayCase> cases_of(const std::string& op);
+/// Loads (once) and caches the case.
+const CaseData& load(const ReplayCase& rc);
+
+/// Outputs of one launch, and memory-safety problems seen (guard damage, modified inputs).
+struct PassRun {
+  std::map<std::string, Tensor> outputs;
+  std::vector<std::string> problems;
+};
+/// Uploads the inputs, poisons the outputs with `poison` bytes (0xFF: NaN, 0x55: finite),
+/// launches `pass` with every buffer shifted `offset_elems` elements off its allocation,
+/// synchronizes, downloads. Throws std::runtime_error on a CUDA error.
+PassRun run_pass(const CaseData& c, const TargetPass& pass, std::size_t offset_elems, unsigned char poison);
+/// Empty when bitwise equal; else the first differing element with both values.
+std::string first_bit_difference(const Tensor& a, const Tensor& b);
+/// Bytes per element of the case dtype.
+std::size_t elem(const CaseData& c);
+/// The pass of that name of op's target; throws std::invalid_argument.
+const TargetPass& find_pass(const std::string& op, const std::string& name);
+/// The zero tensor an output of the case is downloaded into.
+Tensor output_like(const CaseData& c, const std::string& t);
+
+}  // namespace numgate::testing
