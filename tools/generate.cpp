@@ -49,7 +49,7 @@ bool provenance_current(const std::string& path, const Op& op, const std::vector
     std::sort(names.begin(), names.end());
     if (names != info.cases) return false;
     for (const auto& c : cases) {
-      const CaseData d = read_case(path, c.name);
+      const CaseData d = read_case_attributes(path, c.name);
       if (d.spec.seed != c.seed || d.spec.shape != c.shape || d.spec.dtype != c.dtype || d.spec.params != c.params ||
           d.spec.pattern != c.pattern)
         return false;

@@ -7,6 +7,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <sys/wait.h>
+
 #include "committed.h"
 #include "numgate/fixture_file.h"
 
