@@ -96,6 +96,18 @@ TEST(Gate, StructureMismatchFailsBeforeAnyTolerance) {
   EXPECT_EQ(evaluate_gate("y", spec(DType::fp16), g, ref, &wrong_dtype).verdict, Verdict::fail);
 }
 
+TEST(Gate, ElementsWhoseTermsAreAllZeroMustBeExactlyZero) {
+  GoldenTensor g{make(DType::fp64, {0.0, 0.0, 1.0}), make(DType::fp64, {0.0, 1.0, 1.0}), 1};
+  const auto ref = make(DType::bf16, {0.0, 0.0, 1.0});
+  auto tiny = make(DType::bf16, {1e-30, 0.0, 1.0});  // far below the threshold, still wrong
+  auto r = evaluate_gate("y", spec(DType::bf16), g, ref, &tiny);
+  EXPECT_EQ(r.verdict, Verdict::fail);
+  EXPECT_NE(r.target_structure.message.find("exactly 0"), std::string::npos) << r.target_structure.message;
+  auto cancel = make(DType::bf16, {0.0, 1e-30, 1.0});  // golden 0 from non-zero terms: tolerance applies
+  r = evaluate_gate("y", spec(DType::bf16), g, ref, &cancel);
+  EXPECT_TRUE(r.target_structure.ok) << r.target_structure.message;
+}
+
 TEST(Gate, FiniteGoldenThatOverflowsTheDtypeMustComeOutAsInf) {
   const auto g = gold({1e6, 1.0, 1.0});  // fp16 max is 65504
   const auto ref = make(DType::fp16, {1e6, 1.0, 1.0});
