@@ -20,6 +20,9 @@
 #ifndef NUMGATE_SOURCE_DIR
 #define NUMGATE_SOURCE_DIR "."
 #endif
+#ifndef NUMGATE_BINARY_DIR
+#define NUMGATE_BINARY_DIR "build"
+#endif
 
 namespace {
 
@@ -51,7 +54,9 @@ bool provenance_current(const std::string& path, const Op& op, const std::vector
     for (const auto& c : cases) {
       const CaseData d = read_case_attributes(path, c.name);
       if (d.spec.seed != c.seed || d.spec.shape != c.shape || d.spec.dtype != c.dtype || d.spec.params != c.params ||
-          d.spec.pattern != c.pattern)
+          d.spec.pattern != c.pattern || d.spec.gate.fudge_factor != c.gate.fudge_factor ||
+          d.spec.gate.project_atol != c.gate.project_atol ||
+          d.spec.gate.max_reference_relative_error != c.gate.max_reference_relative_error)
         return false;
     }
     return true;
@@ -111,13 +116,15 @@ int main(int argc, char** argv) {
       "declared gate parameters) for every registered op, or checks them (--check)."};
   std::vector<std::string> ops;
   std::string set = "committed";
-  std::string out_dir = std::string(NUMGATE_SOURCE_DIR) + "/golden_data";
+  std::string out_dir;
   bool do_check = false, require_device = false, force = false;
   app.add_option("--op", ops, "Only these ops (default: all registered)");
   app.add_option("--set", set, "Which cases: committed (small, in git) or production (large, build tree)")
       ->check(CLI::IsMember({"committed", "production"}))
       ->capture_default_str();
-  app.add_option("--out-dir", out_dir, "Folder of the <op>.h5 / <op>_production.h5 files")->capture_default_str();
+  app.add_option("--out-dir", out_dir,
+                 "Folder of the <op>.h5 / <op>_production.h5 files (default: the source tree's golden_data/ "
+                 "for committed, the build tree's golden_data/ for production)");
   app.add_flag("--check", do_check,
                "Regenerate in memory and compare bit for bit with the files on disk; name every stale case and "
                "exit 1 if any");
@@ -135,6 +142,7 @@ int main(int argc, char** argv) {
     }
   }
   const bool production = set == "production";
+  if (out_dir.empty()) out_dir = std::string(production ? NUMGATE_BINARY_DIR : NUMGATE_SOURCE_DIR) + "/golden_data";
   try {
     if (ops.empty())
       for (const auto& op : all_ops()) ops.push_back(op->name());

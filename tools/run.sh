@@ -25,13 +25,14 @@ set +e
   --gtest_output=xml:"$build"/junit/replay.xml --gtest_brief=1
 rc=$?
 set -e
-if [ $have_gpu -eq 0 ] || [ $rc -eq 77 ]; then
+if [ $rc -eq 77 ]; then
   echo
   echo "NO CUDA DEVICE: target kernels were NOT run. Verified: committed fixtures current, oracles"
   echo "(golden vs reference) conditioning; see $build/report.md. Run on a GPU machine for verdicts."
   exit 0
 fi
-[ $rc -eq 0 ] || { echo "replay FAILED: see $build/report.md" >&2; exit $rc; }
+[ $rc -eq 0 ] || { echo "replay FAILED (exit $rc): see the output above and $build/report.md" >&2; exit $rc; }
+[ $have_gpu -eq 1 ] || { echo "a CUDA device answered the replay but not the generator: rerun" >&2; exit 1; }
 
 echo "== benchmark (cases whose numerics passed) =="
 "$build"/tools/numgate-bench --report "$build"/report.json

@@ -29,11 +29,12 @@ if ((${#missing[@]})); then
     fi
   fi
   if [ -n "${NUMGATE_OFFLINE_DEBS:-}" ]; then
-    for p in "${missing[@]}"; do
-      for deb in "$NUMGATE_OFFLINE_DEBS"/"${p}"_*.deb; do
-        [ -e "$deb" ] && "${sudo_cmd[@]}" dpkg -i "$deb" >/dev/null && echo "numgate setup: installed $deb"
-      done
-    done
+    # One dpkg call for every .deb there (dependencies included), so dpkg orders them.
+    debs=("$NUMGATE_OFFLINE_DEBS"/*.deb)
+    if [ -e "${debs[0]}" ]; then
+      "${sudo_cmd[@]}" dpkg -i "${debs[@]}" || { echo "numgate setup: dpkg -i of $NUMGATE_OFFLINE_DEBS/*.deb failed" \
+        "(missing dependencies? add their .deb files there)" >&2; exit 1; }
+    fi
     still=()
     for p in "${missing[@]}"; do
       dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || still+=("$p")
@@ -41,6 +42,7 @@ if ((${#missing[@]})); then
     missing=("${still[@]+"${still[@]}"}")
   fi
   if ((${#missing[@]})); then
+    echo "numgate setup: installing with apt-get: ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive
     "${sudo_cmd[@]}" apt-get update -q
     "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"

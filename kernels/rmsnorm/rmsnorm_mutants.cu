@@ -8,6 +8,7 @@
 //   write_past_end        also writes one element past y   -> guard band check
 //   bf16_sum_of_squares   sum of x^2 accumulated in bf16   -> numeric gate
 //   eps_outside_sqrt      r = 1 / (sqrt(mean x^2) + eps)   -> numeric gate (near-zero variance)
+//   none                  the unbroken kernel: the control, must pass every check
 #include <cuda_bf16.h>
 
 #include "rmsnorm/rmsnorm_mutants.h"
@@ -50,6 +51,7 @@ __global__ void forward_kernel(const T* x, const T* w, T* y, std::int64_t rows, 
 
 const char* name(Kind k) {
   switch (k) {
+    case Kind::none: return "none";
     case Kind::skip_last_element: return "skip_last_element";
     case Kind::write_past_end: return "write_past_end";
     case Kind::bf16_sum_of_squares: return "bf16_sum_of_squares";

@@ -9,7 +9,8 @@
 
 namespace numgate::rmsnorm::mutant {
 
-enum class Kind { skip_last_element, write_past_end, bf16_sum_of_squares, eps_outside_sqrt };
+/// `none` is the same simple kernel without a mutation: the control.
+enum class Kind { none, skip_last_element, write_past_end, bf16_sum_of_squares, eps_outside_sqrt };
 const char* name(Kind k);
 
 template <typename T>

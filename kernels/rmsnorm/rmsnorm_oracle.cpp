@@ -50,9 +50,17 @@ std::map<std::string, Tensor> RMSNormOp::make_inputs(const CaseSpec& c) const {
   if (c.pattern == "normal") {
   } else if (c.pattern == "near_zero_variance") {  // mean(x^2) ~ 1e-10 << eps
     for (std::size_t i = 0; i < n; ++i) x.set(i, 1e-5 * rx.normal(i));
-  } else if (c.pattern == "zero_row") {  // row rows/2 is all zeros: y = 0 exactly, dx = rstd * g finite
+  } else if (c.pattern == "zero_row") {
+    // Row rows/2 is all zeros: y = 0 exactly, dx = rstd * dy * w with rstd = 1/sqrt(eps),
+    // finite. Its dy is scaled by sqrt(eps) so that dx has the other rows' magnitude:
+    // otherwise the zero row's dx (1/sqrt(eps) = 1000x larger) would set the tensor's
+    // max-abs threshold and hide errors in every other row.
     const std::int64_t r = d.rows / 2;
-    for (std::int64_t i = 0; i < d.hidden; ++i) x.set(r * d.hidden + i, 0.0);
+    const double sqrt_eps = std::sqrt(c.param("eps"));
+    for (std::int64_t i = 0; i < d.hidden; ++i) {
+      x.set(r * d.hidden + i, 0.0);
+      dy.set(r * d.hidden + i, sqrt_eps * rdy.normal(r * d.hidden + i));
+    }
   } else if (c.pattern == "spiky") {  // every row: one element 100, the rest 0
     const RandomStream rp(c.seed, kStreamPattern);
     for (std::int64_t r = 0; r < d.rows; ++r) {

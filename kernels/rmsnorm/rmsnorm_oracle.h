@@ -13,7 +13,7 @@
 //   dx[r,i] = rstd_r * g[r,i] - rstd_r^3 * x[r,i] * mean_j(g[r,j] * x[r,j])
 //   dw[i]   = sum_r dy[r,i] * x[r,i] * rstd_r
 //
-// Reference dtype policy (formula_version 1): inputs and outputs in the case dtype,
+// Reference dtype policy (formula_version 1 and 2): inputs and outputs in the case dtype,
 // every intermediate in FP32, one rounding per output at the very end:
 //
 //   forward:  ss = sum x^2 (FP32, sequential) ; r = 1 / sqrtf(ss / hidden + eps)
@@ -53,7 +53,7 @@ std::map<std::string, Tensor> reference_variant(const CaseSpec& c, const std::ma
 class RMSNormOp final : public Op {
  public:
   std::string name() const override { return "rmsnorm"; }
-  int formula_version() const override { return 1; }
+  int formula_version() const override { return 2; }  // 2: zero_row pattern scales that row's dy
   std::vector<std::string> input_names() const override { return {"x", "w", "dy"}; }
   std::vector<std::string> output_names() const override { return {"y", "dx", "dw"}; }
   std::vector<CaseSpec> cases() const override;  // rmsnorm_cases.cpp

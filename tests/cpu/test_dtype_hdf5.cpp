@@ -127,6 +127,14 @@ TEST(FixtureErrors, MissingDatasetNamesTheField) {
 TEST(FixtureErrors, UnwritableDestinationLeavesNoFileBehind) {
   EXPECT_THROW(write_tensors("/nonexistent-dir/x.h5", {{"x", Tensor(DType::bf16, {4})}}), FixtureError);
   EXPECT_FALSE(std::filesystem::exists("/nonexistent-dir/x.h5"));
+  // The temporary file is written, then the rename fails (the destination is a folder):
+  // the temporary must be removed and the destination left as it was.
+  const std::string dest = temp_path("occupied.h5");
+  std::filesystem::create_directories(dest);
+  EXPECT_ANY_THROW(write_tensors(dest, {{"x", Tensor(DType::bf16, {4})}}));
+  EXPECT_TRUE(std::filesystem::is_directory(dest));
+  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(dest).parent_path()))
+    EXPECT_EQ(e.path().string().find(".tmp."), std::string::npos) << "left behind: " << e.path();
 }
 
 }  // namespace

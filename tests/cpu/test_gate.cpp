@@ -148,7 +148,8 @@ TEST(Gate, WithoutTargetReportsValidityAndNotRun) {
 TEST(Gate, VerdictsCombineWorstFirst) {
   EXPECT_EQ(combine(Verdict::pass, Verdict::fail), Verdict::fail);
   EXPECT_EQ(combine(Verdict::inconclusive, Verdict::pass_with_limitations), Verdict::inconclusive);
-  EXPECT_EQ(combine(Verdict::not_run, Verdict::pass), Verdict::pass);
+  EXPECT_EQ(combine(Verdict::not_run, Verdict::pass), Verdict::not_run);  // unverified never reads as pass
+  EXPECT_EQ(combine(Verdict::not_run, Verdict::pass_with_limitations), Verdict::not_run);
   EXPECT_EQ(combine(Verdict::fail, Verdict::inconclusive), Verdict::fail);
 }
 

@@ -46,6 +46,18 @@ CliRun run(const std::string& args) {
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(log)};
 }
 
+// Removes this process's scratch folders when the test program ends.
+class ScratchCleanup : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(fs::temp_directory_path() / ("numgate_gen_" + std::to_string(::getpid())), ec);
+    fs::remove(fs::temp_directory_path() / ("numgate_gen_" + std::to_string(::getpid()) + ".log"), ec);
+    fs::remove_all(fs::temp_directory_path() / ("numgate_test_" + std::to_string(::getpid())), ec);
+  }
+};
+[[maybe_unused]] const auto* const kCleanup = ::testing::AddGlobalTestEnvironment(new ScratchCleanup);
+
 TEST(Generator, TwoRunsWriteByteIdenticalFiles) {
   const fs::path a = scratch("a"), b = scratch("b");
   ASSERT_EQ(run("--out-dir " + a.string()).code, 0);

@@ -26,8 +26,11 @@ TEST_P(Oracles, ReferenceIsAValidYardstick) {
     const GateResult r = evaluate_gate(t, c.spec, c.golden.at(t), c.reference.at(t), &c.reference.at(t));
     EXPECT_TRUE(r.reference_structure.ok) << describe(r, c.spec);
     EXPECT_TRUE(r.verdict == Verdict::pass || r.verdict == Verdict::pass_with_limitations) << describe(r, c.spec);
+    // Every reference element lies within its conditioning envelope (the rounding-error
+    // bound of an FP32 evaluation): a reference with a real bug would widen every
+    // threshold, so it must be a legitimate FP32 evaluation everywhere.
+    EXPECT_TRUE(r.reference_in_envelope) << describe(r, c.spec);
     if (!r.gate_valid) {
-      EXPECT_TRUE(r.reference_in_envelope) << describe(r, c.spec);
       std::cout << "[ note ] " << c.spec.name << "/" << t << ": gate not valid (ref/golden "
                 << r.reference_relative_error << ", condition " << r.condition
                 << "); reference within the conditioning envelope\n";
@@ -81,6 +84,18 @@ TEST(RMSNormAdversarial, ZeroRowGivesExactZeroAndFiniteGradient) {
     ASSERT_TRUE(std::isfinite(c.reference.at("dx").get(k)));
     ASSERT_NE(c.golden.at("dx").value.get(k), 0.0);  // rstd * dy * w with rstd = 1/sqrt(eps)
   }
+}
+
+TEST(RMSNormAdversarial, ZeroRowDoesNotHideTheOtherRowsFromTheGate) {
+  // The zero row's dx = rstd * dy * w with rstd = 1/sqrt(eps): its dy is scaled by
+  // sqrt(eps) in the fixture, so the tensor's max-abs threshold still sees every row.
+  const CaseData c = find_case("zero_row", DType::bf16);
+  const std::int64_t hidden = c.spec.shape.back(), zr = c.spec.shape[0] / 2;
+  Tensor wrong = c.reference.at("dx");
+  for (std::size_t i = 0; i < wrong.numel(); ++i)
+    if (static_cast<std::int64_t>(i) / hidden != zr) wrong.set(i, 0.0);  // every other row's dx lost
+  const GateResult r = evaluate_gate("dx", c.spec, c.golden.at("dx"), c.reference.at("dx"), &wrong);
+  EXPECT_EQ(r.verdict, Verdict::fail) << describe(r, c.spec);
 }
 
 TEST(RMSNormAdversarial, Fp16RowWithRms300StillGivesAboutW) {

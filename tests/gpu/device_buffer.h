@@ -17,10 +17,14 @@ void cuda_check(cudaError_t e, const char* what);
 class DeviceBuffer {
  public:
   static constexpr std::size_t kGuard = 4096;            ///< bytes of guard band on each side
-  static constexpr unsigned char kCanary = 0xA5;         ///< guard-band byte
+  /// Guard-band byte of output buffers: an out-of-bounds write changes it.
+  static constexpr unsigned char kCanary = 0xA5;
+  /// Guard-band byte of input buffers: NaN in every float dtype, so an out-of-bounds
+  /// read poisons the result (and a write there is still seen as damage).
+  static constexpr unsigned char kNaNGuard = 0xFF;
   /// bytes: payload size; offset: extra bytes before the payload (e.g. one element, to
-  /// make the pointer deliberately not 16-byte aligned).
-  DeviceBuffer(std::size_t bytes, std::size_t offset = 0);
+  /// make the pointer deliberately not 16-byte aligned), filled like the guards.
+  DeviceBuffer(std::size_t bytes, std::size_t offset = 0, unsigned char guard = kCanary);
   ~DeviceBuffer();
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
@@ -38,6 +42,7 @@ class DeviceBuffer {
   unsigned char* base_ = nullptr;
   unsigned char* payload_ = nullptr;
   std::size_t bytes_ = 0, total_ = 0;
+  unsigned char guard_ = kCanary;
 };
 
 }  // namespace numgate::testing

@@ -47,10 +47,38 @@ std::vector<ReplayCase> cases_of(const std::string& op) {
   return v;
 }
 
+std::string staleness(const CaseData& c) {
+  const Op* op = nullptr;
+  try {
+    op = &find_op(c.op);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  if (c.formula_version != op->formula_version())
+    return "formula_version " + std::to_string(c.formula_version) + " in the file, " +
+           std::to_string(op->formula_version()) + " in the code";
+  for (const auto& d : op->cases()) {
+    if (d.name != c.spec.name) continue;
+    if (d.dtype != c.spec.dtype || d.shape != c.spec.shape || d.seed != c.spec.seed || d.pattern != c.spec.pattern ||
+        d.params != c.spec.params || d.production != c.spec.production ||
+        d.gate.fudge_factor != c.spec.gate.fudge_factor || d.gate.project_atol != c.spec.gate.project_atol ||
+        d.gate.max_reference_relative_error != c.spec.gate.max_reference_relative_error)
+      return "its declaration (dtype, shape, seed, pattern, parameters or gate parameters) changed in the code";
+    return {};
+  }
+  return "no longer declared in the code";
+}
+
 const CaseData& load(const ReplayCase& rc) {
   static std::map<std::string, std::unique_ptr<CaseData>> cache;
   auto& slot = cache[rc.file + ":" + rc.name];
-  if (!slot) slot = std::make_unique<CaseData>(read_case(rc.file, rc.name));
+  if (!slot) {
+    auto c = std::make_unique<CaseData>(read_case(rc.file, rc.name));
+    if (const std::string why = staleness(*c); !why.empty())
+      throw std::runtime_error("stale fixture " + rc.file + ", case " + rc.name + ": " + why +
+                               ". Fix: regenerate (numgate-generate; see README: Regenerating golden data)");
+    slot = std::move(c);
+  }
   return *slot;
 }
 
@@ -67,7 +95,7 @@ PassRun run_pass(const CaseData& c, const TargetPass& pass, std::size_t offset_e
   std::map<std::string, std::unique_ptr<DeviceBuffer>> bufs;
   DevicePtrs ptrs;
   for (const auto& n : c.input_names) {
-    bufs[n] = std::make_unique<DeviceBuffer>(c.inputs.at(n).bytes.size(), off);
+    bufs[n] = std::make_unique<DeviceBuffer>(c.inputs.at(n).bytes.size(), off, DeviceBuffer::kNaNGuard);
     bufs[n]->upload(c.inputs.at(n).data());
     ptrs[n] = bufs[n]->data();
   }

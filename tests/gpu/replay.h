@@ -35,7 +35,10 @@ struct ReplayCase {
 /// Every case of every *.h5 in config().fixture_dirs (a broken file fails loudly).
 std::vector<ReplayCase> all_cases();
 std::vector<ReplayCase> cases_of(const std::string& op);
-/// Loads (once) and caches the case.
+/// Empty when the fixture case matches its declaration in the code (formula version,
+/// dtype, shape, seed, pattern, op and gate parameters); else why it is stale.
+std::string staleness(const CaseData& c);
+/// Loads (once) and caches the case; throws std::runtime_error if it is stale.
 const CaseData& load(const ReplayCase& rc);
 
 /// Outputs of one launch, and memory-safety problems seen (guard damage, modified inputs).

@@ -56,26 +56,56 @@ class Replay : public ::testing::TestWithParam<ReplayCase> {
     if (!config().have_device) GTEST_SKIP() << config().no_device_reason;
   }
 
+  // Records FAIL rows for `outputs` when a replay could not complete (a launch error, an
+  // illegal address, a stale or unreadable fixture): a crash is never a missing row.
+  void record_error(const std::string& suffix, const std::vector<std::string>& outputs, const std::string& what) {
+    const ReplayCase& rc = GetParam();
+    CaseReport& rep = results()[rc.file + ":" + rc.name];
+    if (rep.op.empty()) {
+      rep.op = rc.op;
+      rep.file = rc.file;
+      rep.spec.name = rc.name;
+    }
+    for (const auto& t : outputs) {
+      GateResult r;
+      r.tensor = t + suffix;
+      r.target_ran = true;
+      r.verdict = Verdict::fail;
+      r.target_structure = {false, what};
+      rep.tensors.push_back(r);
+    }
+    rep.notes.push_back("ERROR" + suffix + ": " + what);
+    ADD_FAILURE() << rc.name << suffix << ": " << what;
+  }
+
   // Two launches (NaN then 0x55 poison), reproducibility, memory safety, then the gate.
   void replay_pass(const std::string& pass_name) {
     const ReplayCase& rc = GetParam();
-    const CaseData& c = load(rc);
-    const TargetPass& pass = find_pass(c.op, pass_name);
-    const PassRun a = run_pass(c, pass, 0, 0xFF), b = run_pass(c, pass, 0, 0x55);
-    CaseReport& rep = report_for(rc, c);
-    for (const auto& p : a.problems) ADD_FAILURE() << c.spec.name << " " << pass_name << ": " << p;
-    for (const auto& t : pass.outputs) {
-      GateResult r = evaluate_gate(t, c.spec, c.golden.at(t), c.reference.at(t), &a.outputs.at(t));
-      const std::string diff = first_bit_difference(a.outputs.at(t), b.outputs.at(t));
-      if (!diff.empty() || !a.problems.empty()) {
-        r.verdict = Verdict::fail;  // unwritten, racy or out-of-bounds: never a pass
-        ADD_FAILURE() << c.spec.name << ", tensor " << t << ": two launches differ bitwise (element never "
-                      << "written, or a race): " << diff;
+    const TargetPass& pass = find_pass(rc.op, pass_name);
+    try {
+      const CaseData& c = load(rc);
+      const PassRun a = run_pass(c, pass, 0, 0xFF), b = run_pass(c, pass, 0, 0x55);
+      CaseReport& rep = report_for(rc, c);
+      std::vector<std::string> problems = a.problems;
+      problems.insert(problems.end(), b.problems.begin(), b.problems.end());
+      for (const auto& p : problems) ADD_FAILURE() << c.spec.name << " " << pass_name << ": " << p;
+      for (const auto& t : pass.outputs) {
+        GateResult r = evaluate_gate(t, c.spec, c.golden.at(t), c.reference.at(t), &a.outputs.at(t));
+        const std::string diff = first_bit_difference(a.outputs.at(t), b.outputs.at(t));
+        if (!diff.empty()) {
+          r.verdict = Verdict::fail;  // unwritten or racy: never a pass
+          ADD_FAILURE() << c.spec.name << ", tensor " << t << ": two launches differ bitwise (element never "
+                        << "written, or a race): " << diff;
+        }
+        if (!problems.empty()) r.verdict = Verdict::fail;  // out-of-bounds or modified input
+        rep.tensors.push_back(r);
+        EXPECT_TRUE(gated(r, c.spec));
       }
-      rep.tensors.push_back(r);
-      EXPECT_TRUE(gated(r, c.spec));
+      rep.notes.push_back(pass_name + (problems.empty() ? ": guard bands and inputs intact" : ": MEMORY PROBLEMS") +
+                          ", bitwise identical across 2 launches (NaN / 0x55 poison)");
+    } catch (const std::exception& e) {
+      record_error("", pass.outputs, e.what());
     }
-    rep.notes.push_back(pass_name + ": bitwise identical across 2 launches (NaN / 0x55 poison), guard bands intact");
   }
 };
 
@@ -86,71 +116,85 @@ TEST_P(Replay, Backward) { replay_pass("Backward"); }
 TEST_P(Replay, Misaligned) {
   const ReplayCase& rc = GetParam();
   if (rc.production) GTEST_SKIP() << "production shapes are replayed aligned only";
-  const CaseData& c = load(rc);
-  CaseReport& rep = report_for(rc, c);
-  for (const auto& pass : find_target(c.op).passes) {
-    const PassRun a = run_pass(c, pass, 1, 0xFF);
-    for (const auto& p : a.problems) ADD_FAILURE() << c.spec.name << " misaligned " << pass.name << ": " << p;
-    for (const auto& t : pass.outputs) {
-      GateResult r = evaluate_gate(t, c.spec, c.golden.at(t), c.reference.at(t), &a.outputs.at(t));
-      r.tensor = t + " (misaligned)";
-      if (!a.problems.empty()) r.verdict = Verdict::fail;
-      rep.tensors.push_back(r);
-      EXPECT_TRUE(gated(r, c.spec));
+  for (const auto& pass : find_target(rc.op).passes) {
+    try {
+      const CaseData& c = load(rc);
+      CaseReport& rep = report_for(rc, c);
+      const PassRun a = run_pass(c, pass, 1, 0xFF);
+      for (const auto& p : a.problems) ADD_FAILURE() << c.spec.name << " misaligned " << pass.name << ": " << p;
+      for (const auto& t : pass.outputs) {
+        GateResult r = evaluate_gate(t, c.spec, c.golden.at(t), c.reference.at(t), &a.outputs.at(t));
+        r.tensor = t + " (misaligned)";
+        if (!a.problems.empty()) r.verdict = Verdict::fail;
+        rep.tensors.push_back(r);
+        EXPECT_TRUE(gated(r, c.spec));
+      }
+    } catch (const std::exception& e) {
+      record_error(" (misaligned)", pass.outputs, e.what());
     }
   }
 }
 
-// Each row launched alone, at its own address, gives bitwise the row of the batched launch
-// (no cross-row contamination, no dependence on the row count) for the row-wise outputs.
+// The first (up to) 16 rows, each launched alone at its own address (same 16-byte
+// phase), give bitwise the row of the batched launch for the row-wise outputs: no
+// cross-row contamination, no dependence on the row count. Memory safety is checked too.
 TEST_P(Replay, RowsIndependent) {
   const ReplayCase& rc = GetParam();
   if (rc.production) GTEST_SKIP() << "checked on the committed shapes";
-  const CaseData& c = load(rc);
-  const TargetOp& target = find_target(c.op);
-  const std::int64_t rows = target.rows(c.spec);
-  const std::int64_t hidden = c.spec.shape.back();
-  const std::size_t row_bytes = static_cast<std::size_t>(hidden) * elem(c);
-  CaseSpec one = c.spec;
-  one.shape = {1, hidden};
-  int checked = 0;
-  for (const auto& pass : target.passes) {
-    const PassRun full = run_pass(c, pass, 0, 0xFF);
-    for (std::int64_t r = 0; r < std::min<std::int64_t>(rows, 16); ++r) {
-      std::map<std::string, std::unique_ptr<DeviceBuffer>> bufs;
-      DevicePtrs ptrs;
-      for (const auto& n : c.input_names) {
-        const Tensor& in = c.inputs.at(n);
-        const bool row_wise = in.shape == c.spec.shape;
-        bufs[n] = std::make_unique<DeviceBuffer>(row_wise ? row_bytes : in.bytes.size(), 
-                                                 row_wise ? (static_cast<std::size_t>(r) * row_bytes) % 16 : 0);
-        bufs[n]->upload(in.bytes.data() + (row_wise ? static_cast<std::size_t>(r) * row_bytes : 0));
-        ptrs[n] = bufs[n]->data();
-      }
-      for (const auto& t : pass.outputs) {
-        const bool row_wise = c.golden.at(t).value.shape == c.spec.shape;
-        const std::size_t bytes = row_wise ? row_bytes : output_like(c, t).bytes.size();
-        bufs[t] = std::make_unique<DeviceBuffer>(bytes, row_wise ? (static_cast<std::size_t>(r) * row_bytes) % 16 : 0);
-        bufs[t]->poison(0xFF);
-        ptrs[t] = bufs[t]->data();
-      }
-      const std::size_t ws_bytes = pass.workspace_bytes(one);
-      DeviceBuffer ws(std::max<std::size_t>(ws_bytes, 1));
-      testing::cuda_check(pass.launch(one, ptrs, ws.data(), ws_bytes, nullptr), "kernel launch");
-      testing::cuda_check(cudaDeviceSynchronize(), "kernel execution");
-      for (const auto& t : pass.outputs) {
-        if (c.golden.at(t).value.shape != c.spec.shape) continue;  // reductions over rows (dw) differ by design
-        const auto h = bufs[t]->download();
-        const unsigned char* batched = full.outputs.at(t).bytes.data() + static_cast<std::size_t>(r) * row_bytes;
-        EXPECT_EQ(0, std::memcmp(h.data(), batched, row_bytes))
-            << c.spec.name << ", tensor " << t << ": row " << r << " launched alone differs from the batched launch";
-        ++checked;
+  try {
+    const CaseData& c = load(rc);
+    const TargetOp& target = find_target(c.op);
+    const std::int64_t rows = target.rows(c.spec), tried = std::min<std::int64_t>(rows, 16);
+    const std::int64_t hidden = c.spec.shape.back();
+    const std::size_t row_bytes = static_cast<std::size_t>(hidden) * elem(c);
+    CaseSpec one = c.spec;
+    one.shape = {1, hidden};
+    int checked = 0;
+    for (const auto& pass : target.passes) {
+      const PassRun full = run_pass(c, pass, 0, 0xFF);
+      for (const auto& p : full.problems) ADD_FAILURE() << c.spec.name << " " << pass.name << ": " << p;
+      for (std::int64_t r = 0; r < tried; ++r) {
+        const std::size_t phase = (static_cast<std::size_t>(r) * row_bytes) % 16;
+        std::map<std::string, std::unique_ptr<DeviceBuffer>> bufs;
+        DevicePtrs ptrs;
+        for (const auto& n : c.input_names) {
+          const Tensor& in = c.inputs.at(n);
+          const bool row_wise = in.shape == c.spec.shape;
+          bufs[n] = std::make_unique<DeviceBuffer>(row_wise ? row_bytes : in.bytes.size(), row_wise ? phase : 0,
+                                                   DeviceBuffer::kNaNGuard);
+          bufs[n]->upload(in.bytes.data() + (row_wise ? static_cast<std::size_t>(r) * row_bytes : 0));
+          ptrs[n] = bufs[n]->data();
+        }
+        for (const auto& t : pass.outputs) {
+          const bool row_wise = c.golden.at(t).value.shape == c.spec.shape;
+          bufs[t] = std::make_unique<DeviceBuffer>(row_wise ? row_bytes : output_like(c, t).bytes.size(),
+                                                   row_wise ? phase : 0);
+          bufs[t]->poison(0xFF);
+          ptrs[t] = bufs[t]->data();
+        }
+        const std::size_t ws_bytes = pass.workspace_bytes(one);
+        DeviceBuffer ws(std::max<std::size_t>(ws_bytes, 1), phase);
+        testing::cuda_check(pass.launch(one, ptrs, ws.data(), ws_bytes, nullptr), "kernel launch");
+        testing::cuda_check(cudaDeviceSynchronize(), "kernel execution");
+        for (const auto& [n, b] : bufs)
+          if (const std::string d = b->guard_damage(); !d.empty())
+            ADD_FAILURE() << c.spec.name << " row " << r << " alone, " << n << ": out-of-bounds " << d;
+        for (const auto& t : pass.outputs) {
+          if (c.golden.at(t).value.shape != c.spec.shape) continue;  // reductions over rows (dw) differ by design
+          const auto h = bufs[t]->download();
+          const unsigned char* batched = full.outputs.at(t).bytes.data() + static_cast<std::size_t>(r) * row_bytes;
+          EXPECT_EQ(0, std::memcmp(h.data(), batched, row_bytes))
+              << c.spec.name << ", tensor " << t << ": row " << r << " launched alone differs from the batched launch";
+          ++checked;
+        }
       }
     }
+    report_for(rc, c).notes.push_back("row-wise outputs of the first " + std::to_string(tried) +
+                                      " row(s), each launched alone: bitwise equal to the batched launch (" +
+                                      std::to_string(checked) + " comparisons)");
+  } catch (const std::exception& e) {
+    record_error(" (rows alone)", {}, e.what());
   }
-  report_for(rc, c).notes.push_back("row-wise outputs of " + std::to_string(std::min<std::int64_t>(rows, 16)) +
-                                    " row(s) launched alone: bitwise equal to the batched launch (" +
-                                    std::to_string(checked) + " comparisons)");
 }
 
 std::string case_name(const ::testing::TestParamInfo<ReplayCase>& info) { return info.param.name; }
@@ -172,18 +216,39 @@ class ReportWriter : public ::testing::Environment {
       auto it = results().find(key);
       if (it == results().end() || it->second.tensors.empty()) {
         // Not replayed (no device, or filtered out): report the oracle side only.
-        const CaseData c = read_case(rc.file, rc.name);
         CaseReport cr;
-        cr.op = c.op;
+        cr.op = rc.op;
         cr.file = rc.file;
-        cr.spec = c.spec;
-        for (const auto& t : c.output_names)
-          cr.tensors.push_back(evaluate_gate(t, c.spec, c.golden.at(t), c.reference.at(t), nullptr));
-        cr.notes.push_back(config().have_device ? "not replayed in this run (filtered out)"
+        cr.spec.name = rc.name;
+        try {
+          const CaseData c = read_case(rc.file, rc.name);
+          cr.spec = c.spec;
+          for (const auto& t : c.output_names)
+            cr.tensors.push_back(evaluate_gate(t, c.spec, c.golden.at(t), c.reference.at(t), nullptr));
+          if (const std::string why = staleness(c); !why.empty()) cr.notes.push_back("STALE fixture: " + why);
+        } catch (const std::exception& e) {
+          cr.notes.push_back(std::string("ERROR: ") + e.what());
+        }
+        cr.notes.push_back(config().have_device ? "not replayed in this run (filtered out or failed to load)"
                                                 : "oracles only: " + config().no_device_reason);
         rep.cases.push_back(std::move(cr));
       } else {
-        rep.cases.push_back(it->second);
+        // Every gated tensor must have a row: one a pass never reached reads NOT RUN.
+        CaseReport cr = it->second;
+        try {
+          for (const auto& t : read_case_attributes(rc.file, rc.name).output_names) {
+            const bool seen = std::any_of(cr.tensors.begin(), cr.tensors.end(),
+                                          [&](const GateResult& g) { return g.tensor == t; });
+            if (!seen) {
+              GateResult missing;
+              missing.tensor = t;
+              cr.tensors.push_back(missing);  // verdict NOT RUN
+            }
+          }
+        } catch (const std::exception& e) {
+          cr.notes.push_back(std::string("ERROR: ") + e.what());
+        }
+        rep.cases.push_back(std::move(cr));
       }
     }
     if (!config().have_device) rep.not_run.push_back(config().no_device_reason);
