@@ -19,7 +19,10 @@
 //   forward:  reads x, w; writes y          (2*rows*hidden + hidden) * sizeof(T)
 //   backward: reads x, dy, w; writes dx, dw (3*rows*hidden + 2*hidden) * sizeof(T)
 // and is compared with a device-to-device cudaMemcpyAsync (bytes read + written), the
-// practical ceiling for a streaming kernel.
+// practical ceiling for a streaming kernel. A case with fewer rows than the device has
+// multiprocessors cannot fill the GPU (the kernels work on whole rows per block): it is
+// still timed, but its line ends with "(latency-bound: R rows < N SMs)" because its
+// GB/s measures launch and latency, not bandwidth.
 //
 // Exit status: 0 done; 2 nothing to do (no CUDA device, report missing or unreadable,
 // no qualifying case, bad command line); 1 a CUDA error while benchmarking.
@@ -290,6 +293,7 @@ double measure_d2d_gbps(cudaStream_t stream) {
 struct Device {
   std::string name;
   std::size_t l2_bytes = 0;
+  int sm_count = 0;  ///< multiprocessors: a case with fewer rows cannot fill the GPU
   double d2d_gbps = 0;
 };
 
@@ -338,6 +342,10 @@ void print_line(const char* dir, const BenchCase& bc, const Timing& t, double by
   const double gbps = bytes / (t.median_us * 1e3);
   std::string suffix = bc.name;
   if (bc.duplicates > 0) suffix += strf(" (+%d more with this dtype and shape)", bc.duplicates);
+  // One block per row: fewer rows than SMs leaves SMs idle, so the time is launch and
+  // latency, not bandwidth; still timed, but flagged so nobody reads GB/s as bandwidth.
+  if (bc.rows < dev.sm_count)
+    suffix += strf(" (latency-bound: %lld rows < %d SMs)", static_cast<long long>(bc.rows), dev.sm_count);
   std::printf("bench rmsnorm %-8s %s [%s]  median %.2f us  min %.2f us  %.1f GB/s  "
               "(%.1f%% of D2D copy %.1f GB/s)  case %s\n",
               dir, bc.dtype.c_str(), shape_str(bc.shape).c_str(), t.median_us, t.min_us, gbps,
@@ -446,6 +454,7 @@ int run(const Options& opt) {
   Device dev;
   dev.name = prop.name;
   dev.l2_bytes = static_cast<std::size_t>(prop.l2CacheSize);
+  dev.sm_count = prop.multiProcessorCount;
   dev.d2d_gbps = measure_d2d_gbps(stream);
   const double l2_mib = dev.l2_bytes / 1048576.0;
   std::printf("bench device: %s, L2 %s MiB, D2D copy %.1f GB/s (read+write)\n", dev.name.c_str(),
@@ -473,10 +482,10 @@ int main(int argc, char** argv) {
   Options opt;
   app.add_option("--report", opt.report, "JSON report written by the GPU replay tests")->required();
   app.add_option("--iters", opt.iters, "timed launches per case and direction")
-      ->check(CLI::PositiveNumber)
+      ->check(CLI::Range(1, 1000000))
       ->capture_default_str();
   app.add_option("--warmup", opt.warmup, "untimed launches before timing")
-      ->check(CLI::NonNegativeNumber)
+      ->check(CLI::Range(0, 1000000))
       ->capture_default_str();
   try {
     app.parse(argc, argv);

@@ -4,9 +4,10 @@
 //   * dtype traits: the accumulation type of each element type (float for float,
 //     __half and __nv_bfloat16; double for double), conversions T <-> acc with
 //     round-to-nearest-even, and kVec<T>, the number of elements in 16 bytes;
-//   * "units": up to kVec<T> consecutive elements of a row, moved as ONE 16-byte
-//     vector access when that is legal (full unit and 16-byte aligned address) and
-//     element by element otherwise, so kernels are correct for any element alignment;
+//   * "units": up to kVec<T> consecutive elements of a row, kept packed as raw bits in
+//     four 32-bit registers and widened on use, moved as ONE 16-byte vector access when
+//     that is legal (full unit and 16-byte aligned address) and element by element
+//     otherwise, so kernels are correct for any element alignment;
 //   * deterministic warp and block sums: a warp shuffle-xor butterfly, then one value
 //     per warp through shared memory, reduced again by a butterfly. The summation tree
 //     depends only on blockDim.x, so the same inputs and launch shape give the same
@@ -109,6 +110,10 @@ template <typename T>
 struct alignas(16) Unit {
   std::uint32_t w[4];
 };
+static_assert(sizeof(Unit<float>) == 16 && kVec<float> * sizeof(float) == 16 &&
+                  kVec<double> * sizeof(double) == 16 && kVec<__half> * sizeof(__half) == 16 &&
+                  kVec<__nv_bfloat16> * sizeof(__nv_bfloat16) == 16,
+              "a Unit is exactly one 16-byte vector of kVec<T> elements");
 
 namespace detail {
 

@@ -73,7 +73,8 @@ cudaError_t forward(const T* x, const T* w, T* y, int64_t rows, int64_t hidden, 
 /// Bytes of device workspace that backward() needs for this shape, for every element
 /// type (sized for the widest accumulation type, double). Includes slack so that the
 /// workspace pointer handed to backward() may have any alignment. The workspace holds
-/// rstd per row and the FP32 (FP64 for double) partial sums of dw.
+/// the FP32 (FP64 for double) per-chunk partial sums of dw and, on the path that
+/// computes them in a separate pass, rstd per row.
 /// Returns 0 for rows == 0 and for invalid shapes (backward rejects those itself).
 size_t backward_workspace_bytes(int64_t rows, int64_t hidden);
 

@@ -30,10 +30,11 @@ tree order and a*b+c may be fused (FMA):
                       mgx  = (sum_i g_i * acc(x_i)) / acc(H)
                       xhat = acc(x_i) * r
                       dx_i = T( r * (g_i - xhat * (r * mgx)) )
-                      r is also stored (as acc) in the workspace
   weight gradient:    dw_j = T( sum_rows acc(dy[r,j]) * (acc(x[r,j]) * r_r) )
-                      with r_r bitwise the value used for dx (read back from the
-                      workspace), summed in acc by a two-stage reduction (below).
+                      with r_r bitwise the value used for dx (the fused path uses
+                      the same register; the separate path stores r (as acc) in the
+                      workspace and reads it back), summed in acc in a fixed order
+                      by a two-stage reduction (below).
 
 Inputs with NaN/Inf are not special-cased: a NaN anywhere in a row makes the row's
 sums NaN and so every output of the row; an Inf in x gives rstd = 0 and Inf * 0 = NaN.
@@ -68,37 +69,68 @@ Design.
   row's units are ceil((H + shift) / VEC)) use a streaming kernel that reads x twice
   (the second read mostly hits L2).
 
-  backward dx: same scheme, caching x and dy, K in {1, 2, 4} with a preferred block of
-  <= 256 threads (at most 4096 units per row, i.e. bf16/fp16 H <= 32768, fp32
+  backward, per row: the same scheme, caching x and dy, K in {1, 2, 4} with a preferred
+  block of <= 256 threads (at most 4096 units per row, i.e. bf16/fp16 H <= 32768, fp32
   H <= 16384, fp64 H <= 8192, else a streaming kernel). w is re-read in the second
   phase (it is shared by all rows, so it is an L1/L2 hit). Both row sums (sum x^2 and
-  sum g*x) go through one block reduction. Thread 0 writes r to the workspace.
+  sum g*x) go through one block reduction. The per-row code is the same in every path
+  and the block shape depends only on (H, dtype, the row's 16-byte phase), so dx of a
+  row never depends on how many rows are launched with it or which chunk it is in.
 
-  backward dw (deterministic, no atomics): stage 1 splits the rows into chunks of
-  R rows (R = 64 for H >= 1024, taller for narrow rows, up to 1024; a function of
-  (rows, H) only, never of the GPU, so results are bitwise reproducible on any device).
-  A 32x8 block owns a column tile of one chunk: thread (tx, ty) sums rows ty, ty+8, ...
-  of the chunk for its columns, the 8 row-lanes are combined in order 0..7 through
-  shared memory, and the chunk's sums go to partial[chunk][col] (acc) in the workspace.
-  When H % VEC == 0 and x, dy are 16-byte aligned (production), a thread owns one unit
-  (VEC columns, 16-byte loads; tile = 32 units); otherwise it owns columns tx and
-  tx + 32 (element loads; tile = 64 columns). Both variants add in the same order, so
-  they give the same bits. Stage 2 sums partial[..][col] over the chunks (thread row ty
-  takes chunks ty, ty+8, ...; then the 8 row-lanes in order) and rounds to T.
-  Production shapes (rows 2048..8192, H 4096..5120) give 32..128 chunks and about
-  500..2600 stage-1 blocks. Like Apex and PyTorch, stage 1 re-reads x and dy, so the
-  whole backward moves about 5 rows*H elements instead of the minimal 3 (on an H200,
-  bf16 8192x5120: dx kernel ~68 us, dw stage 1 ~46 us, stage 2 a few us). Fusing the
-  dw partial sums into the dx kernel (blocks that loop over a chunk of rows) would
-  remove the re-read; it is the next step if backward speed matters.
+  backward dw (deterministic, no atomics). Rows are split into chunks whose size is a
+  function of (rows, H) only, never of the GPU, so results are bitwise reproducible on
+  any device. Stage 1 leaves partial[chunk][col] = sum over the chunk's rows (acc) in
+  the workspace; stage 2 sums partial[..][col] over the chunks in a fixed order (a
+  32x32 block per 32 columns: thread row ty takes chunks ty, ty+32, ... ascending, then
+  the 32 row sums in order 0..31) and rounds to T.
+
+  Fused path (H % VEC == 0, so every row has x's 16-byte phase and a thread owns the
+  same columns in every row; and the row's <= 1024 units fit a block of <= 256
+  threads: with x 16-byte aligned bf16/fp16 H <= 8192, fp32 H <= 4096, fp64 H <= 2048;
+  one VEC less otherwise). Stage 1 is fused into the dx kernel: one block per chunk of
+  ceil(rows / max(1, 1966080 / H)) rows (about 480 chunks at H = 4096, 384 at 5120:
+  at most one wave of resident blocks on a 132-SM H200, <= ~8 MB of partials). The
+  block walks its rows in order, keeping the next rows' loads in flight while it
+  reduces and writes one row. Each thread accumulates acc(dy) * xhat for its columns
+  (xhat bitwise the value used for dx) over the chunk's rows in row order and finally
+  writes them to partial[chunk][..] (16-byte stores where aligned). x and dy are read
+  once: the backward moves the minimal 3 rows*H elements plus the partials.
+    * x and dy 16-byte aligned (production): every unit is full and aligned, and each
+      thread copies its own units of the next rows with cp.async into a ring of 3 row
+      slots in shared memory (x and dy of one row per slot; 48 KB per block for bf16
+      H = 4096), up to 2 rows ahead, and reads back only its own slots. Registers hold
+      just the dw accumulators (<= 64 registers for K <= 2: 4 blocks of 256 threads per
+      SM; <= 128 for K = 4), so the rows in flight are bounded by shared memory instead
+      of the register file.
+    * otherwise (x or dy not 16-byte aligned): the next row's x and dy are prefetched
+      into a second register set; caps of 80 (K <= 2) and 128 (K = 4) registers keep 3
+      blocks of 256 threads (or of the 160 threads of bf16 H = 5120) per SM.
+  Both without spills. Measured on an H200 (device-to-device copy ~4.25 TB/s), whole
+  backward, bf16, separate path -> fused: 8192x4096 99 -> 75 us (48% -> 63% of copy
+  bandwidth), 8192x5120 116 -> 92 us (51% -> 64%), 4096x8192 96 -> 83 us, 2048x4096
+  33 -> 29 us (36% -> 40%; this size is dominated by fixed costs: forward is 54%).
+  Register prefetch alone (no shared-memory ring) gave 79 / 111 / 98 / 32 us: the
+  register file, not DRAM, limited the rows in flight. 2 ring slots measured within
+  1-2 points of 3; 4 slots (fewer blocks per SM) were worse, and so was a smaller chunk
+  target (1.57M columns: 307 chunks at H = 5120, 57% instead of 64%).
+
+  Separate path (H % VEC != 0, where rows have different 16-byte phases and column
+  ownership would change from row to row, or rows too long for the fused block): the
+  dx kernel runs one block per row and stores r to the workspace; stage 1 then re-reads
+  x and dy in chunks of R rows (R = 64 for H >= 1024, taller for narrow rows, up to
+  1024). A 32x8 block owns a column tile of one chunk: thread (tx, ty) sums rows ty,
+  ty+8, ... of the chunk for its columns and the 8 row-lanes are combined in order 0..7
+  through shared memory. When H % VEC == 0 and x, dy are 16-byte aligned, a thread owns
+  one unit (VEC columns, 16-byte loads; tile = 32 units); otherwise it owns columns tx
+  and tx + 32 (element loads; tile = 64 columns). Both variants add in the same order.
 
   Reductions are warp shuffle-xor butterflies plus one shared-memory round across warps
   (common/cuda_utils.cuh), with an order fixed by the block size. The block size
-  depends only on the shape, the dtype and x's 16-byte phase, so repeated launches on
+  depends only on H, the dtype and x's 16-byte phase, so repeated launches on
   the same buffers are bitwise identical; moving x to a different 16-byte phase may change the
   last bits of the sums (still within the contract above).
 
-Limits: 1 <= H <= 65536, 0 <= rows <= 2^31 - 1 (one block per row in grid.x), pointers
+Limits: 1 <= H <= 65536, 0 <= rows <= 2^31 - 1 (at most one block per row in grid.x), pointers
 aligned to sizeof(T), no overlap between tensors. Build without --use_fast_math (the
 divide and sqrt use explicit _rn intrinsics, but fast-math would also flush denormals).
 */
@@ -151,6 +183,19 @@ constexpr int kDwTx = 32;
 constexpr int kDwTy = 8;
 constexpr int kDwCols = 2 * kDwTx;  // each thread owns columns tx and tx + 32
 constexpr int kDwRowUnroll = 4;     // rows in flight per thread per loop trip
+constexpr int kFinTx = 32;          // dw stage 2: 32 columns x 32 chunk lanes
+constexpr int kFinTy = 32;
+// Fused backward (dx + dw partials): blocks of at most this many threads ...
+constexpr int kFusedMaxThreads = 256;
+// ... and about this many columns over all chunks of a launch: chunks ~ 1.97M / hidden
+// (480 chunks of 4096 columns, 384 of 5120), i.e. ~8 MB of FP32 partials at most, and
+// no more blocks than fit in one wave on a 132-SM H200 (bf16, aligned: 4 blocks per SM
+// at H = 4096, 3 at 5120, 2 at 8192). A constant: never queried from the device.
+constexpr int64_t kFusedChunkCols = int64_t(480) * 4096;
+// Row slots of the shared-memory pipeline of the fused kernel for 16-byte aligned rows
+// (kFusedStages - 1 rows in flight per block while it works on one).
+constexpr int kFusedStages = 3;
+static_assert(kFusedStages >= 2, "at least one row in flight");
 constexpr int64_t kWorkspaceAlign = 256;
 
 // =====================================================================================
@@ -260,29 +305,18 @@ __global__ void __launch_bounds__(kStreamThreads)
 // backward: dx (and rstd per row)
 // =====================================================================================
 
-/// One block per row; x and dy cached in registers (K units each) across both phases.
+/// Loads the K units thread threadIdx.x owns of x and dy row `row` (units t, t + B, ...
+/// on the row's virtual grid; units past the row's end are zeros).
 template <typename T, int K>
-__global__ void __launch_bounds__(kMaxThreads)
-    rmsnorm_backward_dx_cached_kernel(const T* __restrict__ x, const T* __restrict__ w,
-                                      const T* __restrict__ dy, T* __restrict__ dx,
-                                      acc_t<T>* __restrict__ rstd, int hidden, acc_t<T> eps) {
-  using A = acc_t<T>;
+__device__ __forceinline__ void load_bwd_row(const T* __restrict__ x, const T* __restrict__ dy,
+                                             int64_t row, int hidden, Unit<T> (&xc)[K],
+                                             Unit<T> (&dc)[K]) {
   constexpr int V = kVec<T>;
-  __shared__ A red[2][32];
-
-  const int64_t row = blockIdx.x;
   const T* xr = x + row * hidden;
   const T* dyr = dy + row * hidden;
-  T* dxr = dx + row * hidden;
   const int shift = grid_shift(xr);
   const int nunits = (hidden + shift + V - 1) / V;
-  const bool w_aligned = grid_is_aligned(w, shift);
   const bool dy_aligned = grid_is_aligned(dyr, shift);
-  const bool dx_aligned = grid_is_aligned(static_cast<const T*>(dxr), shift);
-
-  // Phase 1: load x and dy once; sums of x^2 and g*x (g = dy*w).
-  Unit<T> xc[K];
-  Unit<T> dc[K];
 #pragma unroll
   for (int k = 0; k < K; ++k) {
     const int u = static_cast<int>(threadIdx.x) + k * static_cast<int>(blockDim.x);
@@ -291,51 +325,356 @@ __global__ void __launch_bounds__(kMaxThreads)
     xc[k] = u < nunits ? load_unit(xr, lo, hidden, full) : zero_unit<T>();
     dc[k] = u < nunits ? load_unit(dyr, lo, hidden, full && dy_aligned) : zero_unit<T>();
   }
-  A sums[2] = {A(0), A(0)};  // {sum x^2, sum g*x}
-#pragma unroll
-  for (int k = 0; k < K; ++k) {
-    const int u = static_cast<int>(threadIdx.x) + k * static_cast<int>(blockDim.x);
-    if (u < nunits) {
-      const int lo = u * V - shift;
-      const Unit<T> wu = load_unit(w, lo, hidden, unit_is_full<T>(lo, hidden) && w_aligned);
-#pragma unroll
-      for (int j = 0; j < V; ++j) {
-        const A xv = unit_acc(xc[k], j);
-        const A g = unit_acc(dc[k], j) * unit_acc(wu, j);
-        sums[0] += xv * xv;
-        sums[1] += g * xv;
-      }
-    }
-  }
-  block_sum<2>(sums, red);
-  const A r = div_rn(A(1), sqrt_rn(div_rn(sums[0], A(hidden)) + eps));
-  const A mgx = div_rn(sums[1], A(hidden));
-  const A c = r * mgx;
-  if (threadIdx.x == 0) rstd[row] = r;
+}
 
-  // Phase 2: dx from the cached x and dy (w re-read: L1/L2 hit).
+/// Stores n consecutive acc values to p (p 16-byte aligned; n * sizeof(A) a multiple
+/// of 16) as 16-byte vector stores.
+template <typename A, int N>
+__device__ __forceinline__ void store_acc_vec(A* p, const A (&v)[N]) {
+  static_assert((N * sizeof(A)) % 16 == 0, "whole 16-byte vectors only");
+  if constexpr (sizeof(A) == 4) {
 #pragma unroll
-  for (int k = 0; k < K; ++k) {
-    keep_packed(xc[k]);
-    keep_packed(dc[k]);
+    for (int q = 0; q < N / 4; ++q)
+      reinterpret_cast<float4*>(p)[q] = make_float4(v[4 * q], v[4 * q + 1], v[4 * q + 2], v[4 * q + 3]);
+  } else {
+#pragma unroll
+    for (int q = 0; q < N / 2; ++q) reinterpret_cast<double2*>(p)[q] = make_double2(v[2 * q], v[2 * q + 1]);
   }
+}
+
+/// Launch bounds of the backward row kernel. Unfused: blocks of up to 1024 threads (at
+/// most 64 registers). Fused: blocks of at most kFusedMaxThreads threads, register caps
+/// that keep 3 (K <= 2: <= 80 registers) or 2 (K = 4: <= 128) blocks of 256 threads
+/// per SM (3 of the 160-thread blocks of bf16 H = 5120).
+template <int K, bool kFused>
+constexpr int kBwdBoundThreads = kFused ? kFusedMaxThreads : kMaxThreads;
+template <int K, bool kFused>
+constexpr int kBwdBoundBlocks = kFused ? (K >= 4 ? 2 : 3) : 1;
+
+/// Backward for the rows of one chunk: grid = chunks, block = cfg.threads; block c
+/// handles rows [c * rows_per_chunk, min((c + 1) * rows_per_chunk, rows)) in order.
+/// Per row (identical code in both modes, so dx of a row does not depend on the mode,
+/// the chunk or the number of rows): x and dy cached in registers (K units each), both
+/// row sums through one block reduction, dx from the cached values.
+///
+/// kFused = false: rows_per_chunk must be 1 (one block per row); r goes to rstd[row]
+/// for the separate dw stage 1.
+/// kFused = true (requires hidden % VEC == 0, so every row has x's 16-byte phase and a
+/// thread owns the same columns in every row): the next row's x and dy are loaded while
+/// the current row is reduced and written; each thread accumulates
+/// dwacc[k][j] += acc(dy) * xhat (xhat bitwise the value used for dx) over the chunk's
+/// rows in row order, then writes them to partial[chunk][col] (acc). rstd is unused.
+template <typename T, int K, bool kFused>
+__global__ void __launch_bounds__(kBwdBoundThreads<K, kFused>, kBwdBoundBlocks<K, kFused>)
+    rmsnorm_backward_rows_kernel(const T* __restrict__ x, const T* __restrict__ w,
+                                 const T* __restrict__ dy, T* __restrict__ dx,
+                                 acc_t<T>* __restrict__ rstd, acc_t<T>* __restrict__ partial,
+                                 int64_t rows, int hidden, int64_t rows_per_chunk, acc_t<T> eps) {
+  using A = acc_t<T>;
+  constexpr int V = kVec<T>;
+  __shared__ A red[2][32];
+
+  const int64_t chunk = blockIdx.x;
+  const int64_t r_begin = chunk * rows_per_chunk;
+  const int64_t r_end = r_begin + rows_per_chunk < rows ? r_begin + rows_per_chunk : rows;
+
+  A dwacc[kFused ? K : 1][V];
+#pragma unroll
+  for (int k = 0; k < (kFused ? K : 1); ++k) {
+#pragma unroll
+    for (int j = 0; j < V; ++j) dwacc[k][j] = A(0);
+  }
+
+  Unit<T> xc[K];
+  Unit<T> dc[K];
+  load_bwd_row<T, K>(x, dy, r_begin, hidden, xc, dc);
+
+  for (int64_t row = r_begin; row < r_end; ++row) {
+    const T* xr = x + row * hidden;
+    T* dxr = dx + row * hidden;
+    const int shift = grid_shift(xr);
+    const int nunits = (hidden + shift + V - 1) / V;
+    const bool w_aligned = grid_is_aligned(w, shift);
+    const bool dx_aligned = grid_is_aligned(static_cast<const T*>(dxr), shift);
+
+    // Fused: issue the next row's loads now; they are in flight during this row's work.
+    Unit<T> xn[kFused ? K : 1];
+    Unit<T> dn[kFused ? K : 1];
+    if constexpr (kFused) {
+      if (row + 1 < r_end) {
+        load_bwd_row<T, K>(x, dy, row + 1, hidden, xn, dn);
+      } else {
+#pragma unroll
+        for (int k = 0; k < K; ++k) xn[k] = dn[k] = zero_unit<T>();
+      }
+    }
+
+    // Phase 1: sums of x^2 and g*x (g = dy*w).
+    A sums[2] = {A(0), A(0)};  // {sum x^2, sum g*x}
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const int u = static_cast<int>(threadIdx.x) + k * static_cast<int>(blockDim.x);
+      if (u < nunits) {
+        const int lo = u * V - shift;
+        const Unit<T> wu = load_unit(w, lo, hidden, unit_is_full<T>(lo, hidden) && w_aligned);
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          const A xv = unit_acc(xc[k], j);
+          const A g = unit_acc(dc[k], j) * unit_acc(wu, j);
+          sums[0] += xv * xv;
+          sums[1] += g * xv;
+        }
+      }
+    }
+    block_sum<2>(sums, red);
+    const A r = div_rn(A(1), sqrt_rn(div_rn(sums[0], A(hidden)) + eps));
+    const A mgx = div_rn(sums[1], A(hidden));
+    const A c = r * mgx;
+    if constexpr (!kFused) {
+      if (threadIdx.x == 0) rstd[row] = r;
+    }
+
+    // Phase 2: dx from the cached x and dy (w re-read: L1/L2 hit); fused: dw partials.
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      keep_packed(xc[k]);
+      keep_packed(dc[k]);
+    }
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const int u = static_cast<int>(threadIdx.x) + k * static_cast<int>(blockDim.x);
+      if (u < nunits) {
+        const int lo = u * V - shift;
+        const bool full = unit_is_full<T>(lo, hidden);
+        const Unit<T> wu = load_unit(w, lo, hidden, full && w_aligned);
+        A out[V];
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          const A xv = unit_acc(xc[k], j);
+          const A dyv = unit_acc(dc[k], j);
+          const A g = dyv * unit_acc(wu, j);
+          const A xhat = xv * r;
+          out[j] = r * (g - xhat * c);
+          if constexpr (kFused) dwacc[k][j] += dyv * xhat;
+        }
+        store_unit(dxr, lo, hidden, full && dx_aligned, pack_from_acc<T>(out));
+      }
+    }
+
+    if constexpr (kFused) {
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        xc[k] = xn[k];
+        dc[k] = dn[k];
+      }
+    }
+  }
+
+  if constexpr (kFused) {
+    // Every row of the launch has x's 16-byte phase, so the units (and the columns a
+    // thread accumulated) are those of the chunk's first row.
+    const int shift = grid_shift(x + r_begin * hidden);
+    const int nunits = (hidden + shift + V - 1) / V;
+    A* prow = partial + chunk * hidden;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const int u = static_cast<int>(threadIdx.x) + k * static_cast<int>(blockDim.x);
+      if (u < nunits) {
+        const int lo = u * V - shift;
+        if (unit_is_full<T>(lo, hidden) && (reinterpret_cast<std::uintptr_t>(prow + lo) & 15u) == 0) {
+          store_acc_vec(prow + lo, dwacc[k]);
+        } else {
+#pragma unroll
+          for (int j = 0; j < V; ++j) {
+            const int i = lo + j;
+            if (i >= 0 && i < hidden) prow[i] = dwacc[k][j];
+          }
+        }
+      }
+    }
+  }
+}
+
+// cp.async (sm_80+): 16-byte global -> shared copies that complete asynchronously, in
+// commit groups; wait_group<N> returns once all but the newest N groups of this thread
+// are complete and visible to it. Older architectures copy synchronously.
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
+#else
+  *static_cast<uint4*>(smem) = *static_cast<const uint4*>(gmem);
+#endif
+}
+__device__ __forceinline__ void cp_async_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+#endif
+}
+
+template <typename T>
+__device__ __forceinline__ Unit<T> unit_from_u4(const uint4& q) {
+  Unit<T> u;
+  u.w[0] = q.x;
+  u.w[1] = q.y;
+  u.w[2] = q.z;
+  u.w[3] = q.w;
+  return u;
+}
+
+/// Dynamic shared memory of the pipelined fused kernel: kFusedStages row slots, each
+/// holding the row's x then dy units (nunits 16-byte units each).
+template <typename T>
+size_t fused_async_smem_bytes(int64_t hidden) {
+  return static_cast<size_t>(kFusedStages) * 2 * static_cast<size_t>(hidden / kVec<T>) * 16;
+}
+
+template <int K>
+constexpr int kAsyncBoundBlocks = K >= 4 ? 2 : 4;
+
+/// Fused backward, pipelined through shared memory: the variant of
+/// rmsnorm_backward_rows_kernel<T, K, true> for rows whose every unit is full and
+/// 16-byte aligned in x and in dy (hidden % VEC == 0, x and dy 16-byte aligned: shift 0,
+/// nunits = hidden / VEC). grid = chunks, block = cfg.threads, dynamic shared memory
+/// fused_async_smem_bytes<T>(hidden).
+///
+/// Each thread copies its own units of x and dy (units t, t + B, ...) with cp.async into
+/// a ring of kFusedStages row slots, up to kFusedStages - 1 rows ahead of the row it
+/// works on, so rows are in flight without holding them in registers; it reads back only
+/// the slots it copied itself (no barrier needed for the data). Group g of a thread's
+/// commit groups always holds row r_begin + g. The slot of row i - 1 is refilled (with
+/// row i + kFusedStages - 1) only after row i's block reduction, whose barrier orders
+/// all of this thread's reads of that slot before the refill. The row math is that of
+/// rmsnorm_backward_rows_kernel, expression for expression (x and dy read from shared
+/// memory instead of registers).
+template <typename T, int K>
+__global__ void __launch_bounds__(kFusedMaxThreads, kAsyncBoundBlocks<K>)
+    rmsnorm_backward_fused_async_kernel(const T* __restrict__ x, const T* __restrict__ w,
+                                        const T* __restrict__ dy, T* __restrict__ dx,
+                                        acc_t<T>* __restrict__ partial, int64_t rows, int hidden,
+                                        int64_t rows_per_chunk, acc_t<T> eps) {
+  using A = acc_t<T>;
+  constexpr int V = kVec<T>;
+  constexpr int S = kFusedStages;
+  __shared__ A red[2][32];
+  extern __shared__ uint4 ring[];  // [S][2][nunits]
+
+  const int nunits = hidden / V;
+  const int tid = static_cast<int>(threadIdx.x);
+  const int nthr = static_cast<int>(blockDim.x);
+  const int64_t chunk = blockIdx.x;
+  const int64_t r_begin = chunk * rows_per_chunk;
+  const int64_t r_end = r_begin + rows_per_chunk < rows ? r_begin + rows_per_chunk : rows;
+  const bool w_aligned = grid_is_aligned(w, 0);
+
+  auto issue = [&](int64_t row, int slot) {
+    const uint4* xs = reinterpret_cast<const uint4*>(x + row * hidden);
+    const uint4* ds = reinterpret_cast<const uint4*>(dy + row * hidden);
+    uint4* sx = ring + static_cast<size_t>(slot) * 2 * nunits;
+    uint4* sd = sx + nunits;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const int u = tid + k * nthr;
+      if (u < nunits) {
+        cp_async16(sx + u, xs + u);
+        cp_async16(sd + u, ds + u);
+      }
+    }
+  };
+
+  A dwacc[K][V];
 #pragma unroll
   for (int k = 0; k < K; ++k) {
-    const int u = static_cast<int>(threadIdx.x) + k * static_cast<int>(blockDim.x);
-    if (u < nunits) {
-      const int lo = u * V - shift;
-      const bool full = unit_is_full<T>(lo, hidden);
-      const Unit<T> wu = load_unit(w, lo, hidden, full && w_aligned);
-      A out[V];
 #pragma unroll
-      for (int j = 0; j < V; ++j) {
-        const A xv = unit_acc(xc[k], j);
-        const A g = unit_acc(dc[k], j) * unit_acc(wu, j);
-        const A xhat = xv * r;
-        out[j] = r * (g - xhat * c);
+    for (int j = 0; j < V; ++j) dwacc[k][j] = A(0);
+  }
+
+  // Prologue: rows r_begin .. r_begin + S - 2 in flight (one commit group each, empty
+  // past the chunk's end, so that group i always holds row r_begin + i).
+#pragma unroll
+  for (int s = 0; s < S - 1; ++s) {
+    if (r_begin + s < r_end) issue(r_begin + s, s);
+    cp_async_commit();
+  }
+
+  int slot = 0;
+  for (int64_t row = r_begin; row < r_end; ++row) {
+    // This row's group is complete once all but the newest S - 2 groups are.
+    cp_async_wait<S - 2>();
+
+    const uint4* sx = ring + static_cast<size_t>(slot) * 2 * nunits;
+    const uint4* sd = sx + nunits;
+    T* dxr = dx + row * hidden;
+    const bool dx_aligned = grid_is_aligned(static_cast<const T*>(dxr), 0);
+
+    // Phase 1: sums of x^2 and g*x (g = dy*w).
+    A sums[2] = {A(0), A(0)};  // {sum x^2, sum g*x}
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const int u = tid + k * nthr;
+      if (u < nunits) {
+        const int lo = u * V;
+        const Unit<T> xu = unit_from_u4<T>(sx[u]);
+        const Unit<T> du = unit_from_u4<T>(sd[u]);
+        const Unit<T> wu = load_unit(w, lo, hidden, w_aligned);
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          const A xv = unit_acc(xu, j);
+          const A g = unit_acc(du, j) * unit_acc(wu, j);
+          sums[0] += xv * xv;
+          sums[1] += g * xv;
+        }
       }
-      store_unit(dxr, lo, hidden, full && dx_aligned, pack_from_acc<T>(out));
     }
+    block_sum<2>(sums, red);
+    const A r = div_rn(A(1), sqrt_rn(div_rn(sums[0], A(hidden)) + eps));
+    const A mgx = div_rn(sums[1], A(hidden));
+    const A c = r * mgx;
+
+    // After the barrier: refill the previous row's slot with row + S - 1 (one commit
+    // group per iteration, empty past the chunk's end).
+    if (row + S - 1 < r_end) issue(row + S - 1, slot == 0 ? S - 1 : slot - 1);
+    cp_async_commit();
+
+    // Phase 2: dx and the dw partials, x and dy read again from this thread's slots.
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const int u = tid + k * nthr;
+      if (u < nunits) {
+        const int lo = u * V;
+        const Unit<T> xu = unit_from_u4<T>(sx[u]);
+        const Unit<T> du = unit_from_u4<T>(sd[u]);
+        const Unit<T> wu = load_unit(w, lo, hidden, w_aligned);
+        A out[V];
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          const A xv = unit_acc(xu, j);
+          const A dyv = unit_acc(du, j);
+          const A g = dyv * unit_acc(wu, j);
+          const A xhat = xv * r;
+          out[j] = r * (g - xhat * c);
+          dwacc[k][j] += dyv * xhat;
+        }
+        store_unit(dxr, lo, hidden, dx_aligned, pack_from_acc<T>(out));
+      }
+    }
+    slot = slot == S - 1 ? 0 : slot + 1;
+  }
+  cp_async_wait<0>();  // nothing is left in flight (the trailing groups are empty)
+
+  // partial rows are 16-byte aligned: the base is, and hidden * sizeof(A) is a multiple
+  // of VEC * sizeof(A) >= 16.
+  A* prow = partial + chunk * hidden;
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int u = tid + k * nthr;
+    if (u < nunits) store_acc_vec(prow + u * V, dwacc[k]);
   }
 }
 
@@ -541,31 +880,44 @@ __global__ void __launch_bounds__(kDwTx* kDwTy)
   }
 }
 
-/// Stage 2. grid = ceil(H / 32), block = (32, 8). dw[j] = T(sum over chunks of
-/// partial[c][j]): thread row ty sums chunks ty, ty+8, ... ascending, then the 8
-/// thread rows are added in order 0..7.
+/// Stage 2. grid = ceil(H / 32), block = (32, 32). dw[j] = T(sum over chunks of
+/// partial[c][j]): thread row ty sums chunks ty, ty+32, ... ascending (loads issued
+/// four at a time, added in that order), then thread row 0 adds the 32 row sums in
+/// order 0..31. 32 chunk lanes keep enough loads in flight for the few hundred chunks
+/// of the fused path.
 template <typename T>
-__global__ void __launch_bounds__(kDwTx* kDwTy)
+__global__ void __launch_bounds__(kFinTx* kFinTy)
     rmsnorm_backward_dw_finalize_kernel(const acc_t<T>* __restrict__ partial, T* __restrict__ dw,
                                         int64_t chunks, int hidden) {
   using A = acc_t<T>;
-  __shared__ A tile[kDwTy][kDwTx];
+  __shared__ A tile[kFinTy][kFinTx];
 
   const int tx = static_cast<int>(threadIdx.x);
   const int ty = static_cast<int>(threadIdx.y);
-  const int j = static_cast<int>(blockIdx.x) * kDwTx + tx;
+  const int j = static_cast<int>(blockIdx.x) * kFinTx + tx;
 
   A s = A(0);
   if (j < hidden) {
-#pragma unroll 4
-    for (int64_t c = ty; c < chunks; c += kDwTy) s += partial[c * hidden + j];
+    const A* p = partial + j;
+    int64_t c = ty;
+    for (; c + 3 * kFinTy < chunks; c += 4 * kFinTy) {
+      const A a0 = p[c * hidden];
+      const A a1 = p[(c + kFinTy) * hidden];
+      const A a2 = p[(c + 2 * kFinTy) * hidden];
+      const A a3 = p[(c + 3 * kFinTy) * hidden];
+      s += a0;
+      s += a1;
+      s += a2;
+      s += a3;
+    }
+    for (; c < chunks; c += kFinTy) s += p[c * hidden];
   }
   tile[ty][tx] = s;
   __syncthreads();
   if (ty == 0 && j < hidden) {
     A t = tile[0][tx];
 #pragma unroll
-    for (int i = 1; i < kDwTy; ++i) t += tile[i][tx];
+    for (int i = 1; i < kFinTy; ++i) t += tile[i][tx];
     dw[j] = from_acc<T>(t);
   }
 }
@@ -586,13 +938,16 @@ bool shape_ok(int64_t rows, int64_t hidden) {
   return rows >= 0 && rows <= kMaxRows && hidden >= 1 && hidden <= kMaxHidden;
 }
 
-/// The most units any row of x can have: rows start at x + r*hidden, so when hidden is
-/// a multiple of VEC every row shares x's 16-byte phase, else any phase can occur.
+/// The units per row that the launch shape is sized for: rows start at x + r*hidden, so
+/// when hidden is a multiple of VEC every row shares x's 16-byte phase; otherwise any
+/// phase can occur and the block is sized for the worst one, whatever the number of
+/// rows. So a row's launch shape (and hence its bits) depends only on hidden, the dtype
+/// and its own 16-byte phase, never on how many rows are launched with it.
 template <typename T>
-int64_t max_units_per_row(const T* x, int64_t rows, int64_t hidden) {
+int64_t max_units_per_row(const T* x, int64_t hidden) {
   constexpr int V = kVec<T>;
   const int shift0 = static_cast<int>((reinterpret_cast<std::uintptr_t>(x) & 15u) / sizeof(T));
-  const int max_shift = (rows <= 1 || hidden % V == 0) ? shift0 : V - 1;
+  const int max_shift = hidden % V == 0 ? shift0 : V - 1;
   return ceil_div(hidden + max_shift, V);
 }
 
@@ -627,6 +982,19 @@ int64_t dw_chunks(int64_t rows, int64_t hidden) {
   return ceil_div(rows, dw_rows_per_chunk(rows, hidden));
 }
 
+/// Rows per chunk of the fused backward: a function of (rows, hidden) only, never of
+/// the device. About kFusedChunkCols / hidden chunks (at least 1), each of at least one
+/// row.
+int64_t fused_rows_per_chunk(int64_t rows, int64_t hidden) {
+  const int64_t target_chunks = kFusedChunkCols / hidden > 1 ? kFusedChunkCols / hidden : 1;
+  const int64_t r = ceil_div(rows, target_chunks);
+  return r > 1 ? r : 1;
+}
+
+int64_t fused_chunks(int64_t rows, int64_t hidden) {
+  return ceil_div(rows, fused_rows_per_chunk(rows, hidden));
+}
+
 struct WorkspaceLayout {
   int64_t rstd_offset = 0;     ///< from the aligned base
   int64_t partial_offset = 0;  ///< from the aligned base
@@ -637,8 +1005,33 @@ WorkspaceLayout workspace_layout(int64_t rows, int64_t hidden, int64_t acc_size)
   WorkspaceLayout l;
   l.rstd_offset = 0;
   l.partial_offset = round_up(rows * acc_size, kWorkspaceAlign);
-  l.bytes = l.partial_offset + dw_chunks(rows, hidden) * hidden * acc_size;
+  // Room for the partials of either dw path (fused or separate stage 1).
+  const int64_t chunks = dw_chunks(rows, hidden) > fused_chunks(rows, hidden) ? dw_chunks(rows, hidden)
+                                                                               : fused_chunks(rows, hidden);
+  l.bytes = l.partial_offset + chunks * hidden * acc_size;
   return l;
+}
+
+/// Launches rmsnorm_backward_fused_async_kernel<T, K> with its ring of row slots in
+/// dynamic shared memory. The kernel's attributes are set on every call (cheap, and
+/// correct for whichever device is current): the dynamic shared memory limit for the
+/// largest ring of this K (K * kFusedMaxThreads units), and a preference for the
+/// largest shared memory carveout so that several blocks fit per SM.
+template <typename T, int K>
+cudaError_t launch_fused_async(dim3 grid, int threads, cudaStream_t stream, const T* x, const T* w,
+                               const T* dy, T* dx, acc_t<T>* partial, int64_t rows, int hidden,
+                               int64_t rows_per_chunk, acc_t<T> eps) {
+  auto* kernel = rmsnorm_backward_fused_async_kernel<T, K>;
+  const size_t max_smem = fused_async_smem_bytes<T>(int64_t(K) * kFusedMaxThreads * kVec<T>);
+  cudaError_t err =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(max_smem));
+  if (err != cudaSuccess) return err;
+  err = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                             static_cast<int>(cudaSharedmemCarveoutMaxShared));
+  if (err != cudaSuccess) return err;
+  kernel<<<grid, threads, fused_async_smem_bytes<T>(hidden), stream>>>(x, w, dy, dx, partial, rows, hidden,
+                                                                      rows_per_chunk, eps);
+  return cudaGetLastError();
 }
 
 }  // namespace
@@ -660,7 +1053,7 @@ cudaError_t forward(const T* x, const T* w, T* y, int64_t rows, int64_t hidden, 
   const dim3 grid(static_cast<unsigned>(rows));
   const int h = static_cast<int>(hidden);
   const A e = static_cast<A>(eps);
-  const CachedConfig cfg = pick_cached_config(max_units_per_row(x, rows, hidden), kFwdMaxK<T>, kFwdTargetThreads);
+  const CachedConfig cfg = pick_cached_config(max_units_per_row(x, hidden), kFwdMaxK<T>, kFwdTargetThreads);
   switch (cfg.k) {
     case 1:
       rmsnorm_forward_cached_kernel<T, 1><<<grid, cfg.threads, 0, stream>>>(x, w, y, h, e);
@@ -725,18 +1118,71 @@ cudaError_t backward(const T* x, const T* w, const T* dy, T* dx, T* dw, int64_t 
   const int h = static_cast<int>(hidden);
   const A e = static_cast<A>(eps);
 
+  const CachedConfig cfg = pick_cached_config(max_units_per_row(x, hidden), kBwdMaxK, kBwdTargetThreads);
+  const dim3 fin_block(kFinTx, kFinTy);
+  const dim3 fin_grid(static_cast<unsigned>(ceil_div(hidden, kFinTx)));
+
+  // Fused path: every row has x's 16-byte phase (hidden % VEC == 0) and the row fits the
+  // register cache of a block of <= kFusedMaxThreads threads. dx and the per-chunk dw
+  // partials in one pass over x and dy, then the fixed-order sum over chunks. When x
+  // and dy are 16-byte aligned (every unit full and aligned), rows are pipelined
+  // through shared memory; otherwise the next row is prefetched into registers.
+  if (hidden % kVec<T> == 0 && cfg.k != 0 && cfg.threads <= kFusedMaxThreads) {
+    const int64_t rows_per_chunk = fused_rows_per_chunk(rows, hidden);
+    const int64_t chunks = fused_chunks(rows, hidden);
+    const dim3 grid(static_cast<unsigned>(chunks));
+    cudaError_t err = cudaSuccess;
+    if (reinterpret_cast<std::uintptr_t>(x) % 16 == 0 && reinterpret_cast<std::uintptr_t>(dy) % 16 == 0) {
+      switch (cfg.k) {
+        case 1:
+          err = launch_fused_async<T, 1>(grid, cfg.threads, stream, x, w, dy, dx, partial, rows, h, rows_per_chunk, e);
+          break;
+        case 2:
+          err = launch_fused_async<T, 2>(grid, cfg.threads, stream, x, w, dy, dx, partial, rows, h, rows_per_chunk, e);
+          break;
+        default:
+          err = launch_fused_async<T, 4>(grid, cfg.threads, stream, x, w, dy, dx, partial, rows, h, rows_per_chunk, e);
+          break;
+      }
+      if (err != cudaSuccess) return err;
+      rmsnorm_backward_dw_finalize_kernel<T><<<fin_grid, fin_block, 0, stream>>>(partial, dw, chunks, h);
+      return cudaGetLastError();
+    }
+    switch (cfg.k) {
+      case 1:
+        rmsnorm_backward_rows_kernel<T, 1, true><<<grid, cfg.threads, 0, stream>>>(
+            x, w, dy, dx, nullptr, partial, rows, h, rows_per_chunk, e);
+        break;
+      case 2:
+        rmsnorm_backward_rows_kernel<T, 2, true><<<grid, cfg.threads, 0, stream>>>(
+            x, w, dy, dx, nullptr, partial, rows, h, rows_per_chunk, e);
+        break;
+      default:
+        rmsnorm_backward_rows_kernel<T, 4, true><<<grid, cfg.threads, 0, stream>>>(
+            x, w, dy, dx, nullptr, partial, rows, h, rows_per_chunk, e);
+        break;
+    }
+    err = cudaGetLastError();
+    if (err != cudaSuccess) return err;
+    rmsnorm_backward_dw_finalize_kernel<T><<<fin_grid, fin_block, 0, stream>>>(partial, dw, chunks, h);
+    return cudaGetLastError();
+  }
+
+  // Separate path (rows of varying 16-byte phase, or rows too long for the fused block).
   // 1. dx and rstd, one block per row.
   const dim3 grid(static_cast<unsigned>(rows));
-  const CachedConfig cfg = pick_cached_config(max_units_per_row(x, rows, hidden), kBwdMaxK, kBwdTargetThreads);
   switch (cfg.k) {
     case 1:
-      rmsnorm_backward_dx_cached_kernel<T, 1><<<grid, cfg.threads, 0, stream>>>(x, w, dy, dx, rstd, h, e);
+      rmsnorm_backward_rows_kernel<T, 1, false><<<grid, cfg.threads, 0, stream>>>(
+          x, w, dy, dx, rstd, nullptr, rows, h, 1, e);
       break;
     case 2:
-      rmsnorm_backward_dx_cached_kernel<T, 2><<<grid, cfg.threads, 0, stream>>>(x, w, dy, dx, rstd, h, e);
+      rmsnorm_backward_rows_kernel<T, 2, false><<<grid, cfg.threads, 0, stream>>>(
+          x, w, dy, dx, rstd, nullptr, rows, h, 1, e);
       break;
     case 4:
-      rmsnorm_backward_dx_cached_kernel<T, 4><<<grid, cfg.threads, 0, stream>>>(x, w, dy, dx, rstd, h, e);
+      rmsnorm_backward_rows_kernel<T, 4, false><<<grid, cfg.threads, 0, stream>>>(
+          x, w, dy, dx, rstd, nullptr, rows, h, 1, e);
       break;
     default:
       rmsnorm_backward_dx_streaming_kernel<T><<<grid, kStreamThreads, 0, stream>>>(x, w, dy, dx, rstd, h, e);
@@ -745,7 +1191,7 @@ cudaError_t backward(const T* x, const T* w, const T* dy, T* dx, T* dw, int64_t 
   cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return err;
 
-  // 2. dw stage 1: per-chunk partial column sums.
+  // 2. dw stage 1: per-chunk partial column sums (re-reads x and dy).
   const int64_t rows_per_chunk = dw_rows_per_chunk(rows, hidden);
   const int64_t chunks = dw_chunks(rows, hidden);
   const dim3 block(kDwTx, kDwTy);
@@ -765,8 +1211,7 @@ cudaError_t backward(const T* x, const T* w, const T* dy, T* dx, T* dw, int64_t 
   if (err != cudaSuccess) return err;
 
   // 3. dw stage 2: fixed-order sum over chunks, round to T.
-  const dim3 grid2(static_cast<unsigned>(ceil_div(hidden, kDwTx)));
-  rmsnorm_backward_dw_finalize_kernel<T><<<grid2, block, 0, stream>>>(partial, dw, chunks, h);
+  rmsnorm_backward_dw_finalize_kernel<T><<<fin_grid, fin_block, 0, stream>>>(partial, dw, chunks, h);
   return cudaGetLastError();
 }
 
