@@ -4,6 +4,9 @@
 
 #include "numgate/op.h"
 #include "rmsnorm/rmsnorm_oracle.h"
+// [include:glu]
+// [include:rmsnorm_variants]
+// [include:layernorm]
 
 namespace numgate {
 
@@ -11,6 +14,9 @@ const std::vector<std::unique_ptr<Op>>& all_ops() {
   static const std::vector<std::unique_ptr<Op>> ops = [] {
     std::vector<std::unique_ptr<Op>> v;
     v.push_back(std::make_unique<rmsnorm::RMSNormOp>());
+    // [ops:glu]
+    // [ops:rmsnorm_variants]
+    // [ops:layernorm]
     return v;
   }();
   return ops;

@@ -5,9 +5,17 @@
 
 namespace numgate {
 namespace rmsnorm { TargetOp make_target(); }
+// [decl:glu]
+// [decl:rmsnorm_variants]
+// [decl:layernorm]
 
 const TargetOp& find_target(const std::string& name) {
-  static const std::vector<TargetOp> targets = {rmsnorm::make_target()};
+  static const std::vector<TargetOp> targets = {
+      rmsnorm::make_target(),
+      // [targets:glu]
+      // [targets:rmsnorm_variants]
+      // [targets:layernorm]
+  };
   std::string known;
   for (const auto& t : targets) {
     if (t.op == name) return t;

@@ -201,6 +201,9 @@ std::string case_name(const ::testing::TestParamInfo<ReplayCase>& info) { return
 
 // One line per op.
 INSTANTIATE_TEST_SUITE_P(RMSNorm, Replay, ::testing::ValuesIn(cases_of("rmsnorm")), case_name);
+// [instantiate:glu]
+// [instantiate:rmsnorm_variants]
+// [instantiate:layernorm]
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Replay);
 
 // ---- the report ------------------------------------------------------------------------
