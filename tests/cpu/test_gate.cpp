@@ -137,6 +137,36 @@ TEST(Gate, IllConditionedElementFallsBackOnTheNoiseEnvelope) {
   EXPECT_EQ(r.verdict, Verdict::inconclusive);
 }
 
+TEST(Gate, UlpDistanceCountsRepresentableValues) {
+  EXPECT_EQ(ulp_distance(1.0, 1.0, DType::bf16), 0);
+  EXPECT_EQ(ulp_distance(1.0, 1.0078125, DType::bf16), 1);         // 1 + 2^-7
+  EXPECT_EQ(ulp_distance(1.0, 1.0 - 1.0 / 256, DType::bf16), 1);   // below 1 the spacing halves
+  EXPECT_EQ(ulp_distance(0.0, -0.0, DType::fp16), 0);
+  EXPECT_EQ(ulp_distance(std::ldexp(1.0, -24), -std::ldexp(1.0, -24), DType::fp16), 2);  // across zero
+  EXPECT_EQ(ulp_distance(65504.0, 32768.0, DType::fp16), 1023);  // 1023 steps of 32 in [2^15, 2^16)
+  EXPECT_EQ(ulp_distance(1.0, 1.0 + std::ldexp(1.0, -23), DType::fp32), 1);
+}
+
+TEST(Gate, ElementwiseUlpRuleFailsBeyondTheDeclaredLimitEvenInsideTheThreshold) {
+  CaseSpec c = spec(DType::bf16);
+  c.gate.ulp_limit = 1;
+  c.gate.project_atol = 1.0;  // a threshold that would let everything through
+  const auto g = gold({1.0, 2.0, 3.0});
+  const auto ref = make(DType::bf16, {1.0, 2.0, 3.0});
+  auto one = make(DType::bf16, {1.0078125, 2.0, 3.0});  // 1 ULP
+  auto r = evaluate_gate("y", c, g, ref, &one);
+  EXPECT_EQ(r.verdict, Verdict::pass);
+  EXPECT_EQ(r.max_ulp, 1);
+  EXPECT_EQ(r.ulp_counts[0], 2);
+  EXPECT_EQ(r.ulp_counts[1], 1);
+  auto two = make(DType::bf16, {1.015625, 2.0, 3.0});  // 2 ULP
+  r = evaluate_gate("y", c, g, ref, &two);
+  EXPECT_EQ(r.max_ulp, 2);
+  EXPECT_EQ(r.ulp_counts[2], 1);
+  EXPECT_EQ(r.verdict, Verdict::fail);
+  EXPECT_NE(describe(r, c).find("ULP vs rounded golden (limit 1)"), std::string::npos) << describe(r, c);
+}
+
 TEST(Gate, WithoutTargetReportsValidityAndNotRun) {
   const auto g = gold({1.0, 2.0, 3.0});
   const auto ref = make(DType::bf16, {1.0, 2.0, 3.0});
