@@ -10,6 +10,10 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
+#include <exception>
+#include <mutex>
+#include <thread>
 #include <chrono>
 #include <filesystem>
 #include <set>
@@ -133,6 +137,9 @@ int main(int argc, char** argv) {
                "Exit 77 (skipped) without writing anything when no CUDA device is present (production fixtures "
                "are only needed for target replay)");
   app.add_flag("--force", force, "Regenerate production files even when their provenance is current");
+  unsigned jobs = std::max(1u, std::thread::hardware_concurrency());
+  app.add_option("--jobs,-j", jobs, "Cases generated in parallel (the output does not depend on it)")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   if (require_device) {
@@ -148,6 +155,7 @@ int main(int argc, char** argv) {
     if (ops.empty())
       for (const auto& op : all_ops()) ops.push_back(op->name());
     int stale = 0;
+    std::exception_ptr failure;
     for (const auto& name : ops) {
       const Op& op = find_op(name);
       const auto cases = selected(op, production);
@@ -161,13 +169,33 @@ int main(int argc, char** argv) {
         continue;
       }
       std::filesystem::create_directories(out_dir);
-      std::vector<CaseData> data;
-      for (const auto& c : cases) {
-        const auto t0 = std::chrono::steady_clock::now();
-        data.push_back(materialize(op, c));
-        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        spdlog::info("generated {}/{} ({:.2f} s)", name, c.name, s);
-      }
+      // Cases are independent pure functions of their declaration: materialize them on
+      // several threads (the bits do not depend on the thread count), keep their order.
+      std::vector<CaseData> data(cases.size());
+      std::atomic<std::size_t> next{0};
+      std::mutex log_mutex;
+      auto worker = [&] {
+        for (std::size_t i; (i = next++) < cases.size();) {
+          const auto t0 = std::chrono::steady_clock::now();
+          data[i] = materialize(op, cases[i]);
+          const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          std::lock_guard<std::mutex> lock(log_mutex);
+          spdlog::info("generated {}/{} ({:.2f} s)", name, cases[i].name, s);
+        }
+      };
+      std::vector<std::thread> pool;
+      const unsigned threads = std::max(1u, std::min<unsigned>(jobs, static_cast<unsigned>(cases.size())));
+      for (unsigned t = 0; t < threads; ++t) pool.emplace_back([&] {
+        try {
+          worker();
+        } catch (...) {
+          std::lock_guard<std::mutex> lock(log_mutex);
+          if (!failure) failure = std::current_exception();
+          next = cases.size();
+        }
+      });
+      for (auto& t : pool) t.join();
+      if (failure) std::rethrow_exception(failure);
       write_fixture_file(path, name, op.formula_version(), data, /*compress=*/!production);
       spdlog::info("wrote {} ({} cases, {:.2f} MB)", path, data.size(),
                    static_cast<double>(std::filesystem::file_size(path)) / 1e6);
