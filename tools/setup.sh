@@ -52,7 +52,7 @@ fi
 # The CUDA toolkit is not a distribution package here: nvcc must already be installed.
 if ! command -v nvcc >/dev/null && [ ! -x /usr/local/cuda/bin/nvcc ]; then
   echo "numgate setup: nvcc not found (looked on PATH and in /usr/local/cuda/bin)." >&2
-  echo "  Install the CUDA Toolkit (12.4 or newer; 13.0 tested) from NVIDIA, then run this again." >&2
+  echo "  Install the CUDA Toolkit (13.0 tested) from NVIDIA, then run this again." >&2
   exit 1
 fi
 echo "numgate setup: all build dependencies present"
