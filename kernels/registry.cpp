@@ -4,8 +4,12 @@
 
 #include "numgate/op.h"
 #include "rmsnorm/rmsnorm_oracle.h"
+#include "glu/glu_oracle.h"
 // [include:glu]
+#include "offset_rmsnorm/offset_rmsnorm_oracle.h"
+#include "fused_add_rmsnorm/fused_add_rmsnorm_oracle.h"
 // [include:rmsnorm_variants]
+#include "layernorm/layernorm_oracle.h"
 // [include:layernorm]
 
 namespace numgate {
@@ -14,8 +18,13 @@ const std::vector<std::unique_ptr<Op>>& all_ops() {
   static const std::vector<std::unique_ptr<Op>> ops = [] {
     std::vector<std::unique_ptr<Op>> v;
     v.push_back(std::make_unique<rmsnorm::RMSNormOp>());
+    v.push_back(std::make_unique<glu::SwiGLUOp>());
+    v.push_back(std::make_unique<glu::GeGLUOp>());
     // [ops:glu]
+    v.push_back(std::make_unique<offset_rmsnorm::OffsetRMSNormOp>());
+    v.push_back(std::make_unique<fused_add_rmsnorm::FusedAddRMSNormOp>());
     // [ops:rmsnorm_variants]
+    v.push_back(std::make_unique<layernorm::LayerNormOp>());
     // [ops:layernorm]
     return v;
   }();

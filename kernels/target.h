@@ -32,6 +32,9 @@ struct TargetPass {
   std::function<cudaError_t(const CaseSpec&, const DevicePtrs&, void* workspace, std::size_t workspace_bytes,
                             cudaStream_t stream)>
       launch;
+  /// Inputs the pass reads (each once at least): the benchmark's minimal-traffic count is
+  /// these bytes plus the outputs' bytes.
+  std::vector<std::string> reads;
 };
 
 struct TargetOp {

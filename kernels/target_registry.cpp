@@ -5,15 +5,24 @@
 
 namespace numgate {
 namespace rmsnorm { TargetOp make_target(); }
+namespace glu { TargetOp make_swiglu_target(); TargetOp make_geglu_target(); }
 // [decl:glu]
+namespace offset_rmsnorm { TargetOp make_target(); }
+namespace fused_add_rmsnorm { TargetOp make_target(); }
 // [decl:rmsnorm_variants]
+namespace layernorm { TargetOp make_target(); }
 // [decl:layernorm]
 
 const TargetOp& find_target(const std::string& name) {
   static const std::vector<TargetOp> targets = {
       rmsnorm::make_target(),
+      glu::make_swiglu_target(),
+      glu::make_geglu_target(),
       // [targets:glu]
+      offset_rmsnorm::make_target(),
+      fused_add_rmsnorm::make_target(),
       // [targets:rmsnorm_variants]
+      layernorm::make_target(),
       // [targets:layernorm]
   };
   std::string known;

@@ -1,28 +1,30 @@
-// numgate-bench — times the RMSNorm target kernels on the production cases that passed
-// the numerics gate.
+// numgate-bench — times every op's target kernels (each pass: forward, backward) on the
+// production cases that passed the numerics gate.
 //
 // Input: the JSON report written by the GPU replay tests,
-//   {"cases": [{"op": "rmsnorm", "case": "bf16_2048x4096_seed11", "dtype": "bf16",
-//               "shape": [4, 512, 4096], "production": true, "verdict": "PASS", ...}, ...]}
-// Only cases with op == "rmsnorm", production == true and verdict == "PASS" are timed:
-// speed only matters once the numbers are right. Non-production cases are ignored;
-// production cases that did not PASS are listed as skipped. Cases with the same dtype
-// and shape (e.g. different seeds) are timed once.
+//   {"cases": [{"op": "rmsnorm", "case": "bf16_4x512x4096_seed101", "file": ".../rmsnorm_production.h5",
+//               "dtype": "bf16", "shape": [4, 512, 4096], "production": true, "verdict": "PASS", ...}, ...]}
+// Only cases with production == true, verdict == "PASS", at least 2^20 elements and an op
+// with a registered target (kernels/target_registry.cpp) are timed: speed only matters once the numbers are
+// right. Non-production cases are ignored; production cases that did not PASS are listed
+// as skipped. Cases of one op with the same dtype, shape and op parameters (e.g.
+// different seeds) are timed once. The case's fixture file gives the op parameters (eps,
+// the GELU variant, ...) and every tensor's shape; no tensor data is read from it.
 //
-// Method. rows = product of all dims but the last, hidden = the last dim. Inputs are
-// filled on the device with non-zero pseudo-random values. Enough independent buffer
-// sets are allocated that one rotation through them touches more than 2x the device L2,
-// and consecutive launches use consecutive sets, so every timed launch reads cold data
-// from DRAM (as in a real model step). Each launch is bracketed by its own pair of CUDA
+// Method. Every input is filled on the device with non-zero pseudo-random values (1-D
+// inputs such as weights: positive, in [0.5, 1.5)). Enough independent buffer sets are
+// allocated that one rotation through them touches more than 2x the device L2, and
+// consecutive launches use consecutive sets, so every timed launch reads cold data from
+// DRAM (as in a real model step). Each launch is bracketed by its own pair of CUDA
 // events; after warm-up launches we report the median and the minimum.
-// Bandwidth = minimal DRAM traffic / median time:
-//   forward:  reads x, w; writes y          (2*rows*hidden + hidden) * sizeof(T)
-//   backward: reads x, dy, w; writes dx, dw (3*rows*hidden + 2*hidden) * sizeof(T)
-// and is compared with a device-to-device cudaMemcpyAsync (bytes read + written), the
-// practical ceiling for a streaming kernel. A case with fewer rows than the device has
-// multiprocessors cannot fill the GPU (the kernels work on whole rows per block): it is
-// still timed, but its line ends with "(latency-bound: R rows < N SMs)" because its
-// GB/s measures launch and latency, not bandwidth.
+// Bandwidth = minimal DRAM traffic / median time, where the minimal traffic of a pass is
+// the bytes of the inputs it reads (TargetPass::reads, each once) plus the bytes of the
+// outputs it writes (TargetPass::outputs, each once); e.g. RMSNorm forward reads x, w and
+// writes y; SwiGLU backward reads a, b, dy and writes da, db. It is compared with a
+// device-to-device cudaMemcpyAsync (bytes read + written), the practical ceiling for a
+// streaming kernel. A case with fewer rows than the device has multiprocessors cannot
+// fill the GPU with a row-per-block kernel: it is still timed, but its line ends with
+// "(latency-bound: R rows < N SMs)" because its GB/s measures launch and latency.
 //
 // Exit status: 0 done; 2 nothing to do (no CUDA device, report missing or unreadable,
 // no qualifying case, bad command line); 1 a CUDA error while benchmarking.
@@ -33,6 +35,9 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cctype>
+#include <cstdint>
+#include <map>
 #include <cstdarg>
 #include <cstdint>
 #include <cstdio>
@@ -44,7 +49,8 @@
 #include <vector>
 
 #include "bench_fill.h"
-#include "rmsnorm/rmsnorm.cuh"
+#include "numgate/fixture_file.h"
+#include "target.h"
 
 namespace {
 
@@ -52,7 +58,11 @@ using numgate::bench::FillType;
 
 constexpr int kExitUsage = 2;
 constexpr int kExitCuda = 1;
-constexpr double kEps = 1e-6;  // Llama/Qwen3 default; the kernels' speed does not depend on it
+/// Production cases with fewer elements (case shape) are boundary and adversarial shapes
+/// generated into the build tree, not production workloads: not timed.
+constexpr int64_t kMinElements = int64_t(1) << 20;
+/// Upper bound on rotating buffer sets (enough for any shape above kMinElements).
+constexpr std::size_t kMaxSets = 256;
 
 /// A problem with the inputs (not a CUDA failure): printed, exit status 2.
 struct UsageError : std::runtime_error {
@@ -93,12 +103,12 @@ void cuda_check(cudaError_t err, const char* what, const char* file, int line) {
 // ------------------------------------------------------------------------------------
 
 struct BenchCase {
-  std::string name;   ///< first case name with this dtype and shape
-  int duplicates = 0; ///< further qualifying cases with the same dtype and shape
-  std::string dtype;
-  std::vector<int64_t> shape;
-  int64_t rows = 0;
-  int64_t hidden = 0;
+  std::string op;
+  std::string name;   ///< first case name with this op, dtype, shape and parameters
+  std::string file;   ///< its fixture file (op parameters and tensor shapes come from there)
+  int duplicates = 0; ///< further qualifying cases with the same op, dtype, shape and parameters
+  numgate::CaseSpec spec;
+  std::map<std::string, std::vector<int64_t>> shapes;  ///< every input and output tensor
 };
 
 std::string shape_str(const std::vector<int64_t>& shape) {
@@ -108,10 +118,6 @@ std::string shape_str(const std::vector<int64_t>& shape) {
     s += std::to_string(shape[i]);
   }
   return s;
-}
-
-bool known_dtype(const std::string& d) {
-  return d == "fp32" || d == "bf16" || d == "fp16" || d == "fp64";
 }
 
 nlohmann::json read_report(const std::string& path) {
@@ -137,71 +143,61 @@ nlohmann::json read_report(const std::string& path) {
   return j;
 }
 
-/// The qualifying cases, deduplicated by (dtype, shape), in report order. Prints one
-/// "skipped" line per production rmsnorm case that cannot be timed.
+/// The qualifying cases, deduplicated by (op, dtype, shape, parameters), in report order.
+/// Prints one "skipped" line per production case that cannot be timed.
 std::vector<BenchCase> select_cases(const nlohmann::json& report, const std::string& path) {
   std::vector<BenchCase> out;
-  int n_rmsnorm = 0, n_production = 0, n_pass = 0;
+  int n_production = 0, n_pass = 0, n_small = 0;
   for (const auto& c : report["cases"]) {
-    std::string name = "?";
+    std::string name = "?", op = "?";
     try {
       if (!c.is_object()) continue;
       if (c.contains("case") && c["case"].is_string()) name = c["case"].get<std::string>();
-      if (!c.contains("op") || !c["op"].is_string() || c["op"].get<std::string>() != "rmsnorm")
-        continue;
-      ++n_rmsnorm;
+      if (c.contains("op") && c["op"].is_string()) op = c["op"].get<std::string>();
       const bool production =
           c.contains("production") && c["production"].is_boolean() && c["production"].get<bool>();
       if (!production) continue;
       ++n_production;
       const std::string verdict =
           c.contains("verdict") && c["verdict"].is_string() ? c["verdict"].get<std::string>() : "?";
-      const std::string dtype =
-          c.contains("dtype") && c["dtype"].is_string() ? c["dtype"].get<std::string>() : "?";
       if (verdict != "PASS") {
-        std::printf("bench rmsnorm %s: skipped: numerics not PASS (verdict %s)\n", name.c_str(),
+        std::printf("bench %s %s: skipped: numerics not PASS (verdict %s)\n", op.c_str(), name.c_str(),
                     verdict.c_str());
         continue;
       }
       ++n_pass;
-      if (!known_dtype(dtype)) {
-        std::printf("bench rmsnorm %s: skipped: unknown dtype '%s' (expected fp32, bf16, fp16, fp64)\n",
-                    name.c_str(), dtype.c_str());
+      if (!c.contains("file") || !c["file"].is_string()) {
+        std::printf("bench %s %s: skipped: no \"file\" (the fixture it was replayed from)\n", op.c_str(),
+                    name.c_str());
         continue;
       }
-      if (!c.contains("shape") || !c["shape"].is_array() || c["shape"].empty()) {
-        std::printf("bench rmsnorm %s: skipped: missing or empty \"shape\"\n", name.c_str());
+      try {
+        (void)numgate::find_target(op);
+      } catch (const std::invalid_argument& e) {
+        std::printf("bench %s %s: skipped: %s\n", op.c_str(), name.c_str(), e.what());
+        continue;
+      }
+      int64_t elems = 1;
+      if (c.contains("shape") && c["shape"].is_array())
+        for (const auto& d : c["shape"]) elems *= d.is_number_integer() ? d.get<int64_t>() : 0;
+      if (elems < kMinElements) {
+        ++n_small;
         continue;
       }
       BenchCase bc;
+      bc.op = op;
       bc.name = name;
-      bc.dtype = dtype;
-      bool ok = true;
-      for (const auto& d : c["shape"]) {
-        if (!d.is_number_integer() || d.get<int64_t>() < 1) {
-          ok = false;
-          break;
-        }
-        bc.shape.push_back(d.get<int64_t>());
-      }
-      if (!ok) {
-        std::printf("bench rmsnorm %s: skipped: \"shape\" must hold positive integers\n", name.c_str());
-        continue;
-      }
-      bc.hidden = bc.shape.back();
-      bc.rows = 1;
-      for (std::size_t i = 0; i + 1 < bc.shape.size() && ok; ++i) {
-        if (bc.rows > INT64_MAX / bc.shape[i]) ok = false;
-        else bc.rows *= bc.shape[i];
-      }
-      if (!ok || bc.hidden > 65536 || bc.rows > 2147483647) {
-        std::printf("bench rmsnorm %s: skipped: shape [%s] outside the kernel limits "
-                    "(hidden <= 65536, rows <= 2^31-1)\n",
-                    name.c_str(), shape_str(bc.shape).c_str());
+      bc.file = c["file"].get<std::string>();
+      try {
+        bc.spec = numgate::read_case_attributes(bc.file, name).spec;
+        bc.shapes = numgate::read_case_tensor_shapes(bc.file, name);
+      } catch (const numgate::FixtureError& e) {
+        std::printf("bench %s %s: skipped: %s\n", op.c_str(), name.c_str(), e.what());
         continue;
       }
       auto same = std::find_if(out.begin(), out.end(), [&](const BenchCase& o) {
-        return o.dtype == bc.dtype && o.shape == bc.shape;
+        return o.op == bc.op && o.spec.dtype == bc.spec.dtype && o.spec.shape == bc.spec.shape &&
+               o.spec.params == bc.spec.params;
       });
       if (same != out.end()) {
         ++same->duplicates;
@@ -209,14 +205,18 @@ std::vector<BenchCase> select_cases(const nlohmann::json& report, const std::str
       }
       out.push_back(std::move(bc));
     } catch (const nlohmann::json::exception& e) {
-      std::printf("bench rmsnorm %s: skipped: malformed case entry (%s)\n", name.c_str(), e.what());
+      std::printf("bench %s %s: skipped: malformed case entry (%s)\n", op.c_str(), name.c_str(), e.what());
     }
   }
+  if (n_small > 0)
+    std::printf("bench: %d passing production case(s) below %lld elements not timed (boundary and adversarial "
+                "shapes: their time is launch latency, not bandwidth)\n",
+                n_small, static_cast<long long>(kMinElements));
   if (out.empty()) {
-    throw UsageError(strf("no case in report '%s' qualifies for benchmarking: need op == \"rmsnorm\", "
-                          "production == true and verdict == \"PASS\" (found %d rmsnorm cases, %d "
-                          "of them production, %d of those PASS).",
-                          path.c_str(), n_rmsnorm, n_production, n_pass));
+    throw UsageError(strf("no case in report '%s' qualifies for benchmarking: need production == true, "
+                          "verdict == \"PASS\", a registered target and a readable fixture file (found %d "
+                          "production cases, %d of them PASS).",
+                          path.c_str(), n_production, n_pass));
   }
   return out;
 }
@@ -307,126 +307,127 @@ struct Options {
 // one case
 // ------------------------------------------------------------------------------------
 
-template <typename T>
-struct FillTypeOf;
-template <>
-struct FillTypeOf<float> {
-  static constexpr FillType value = FillType::fp32;
-};
-template <>
-struct FillTypeOf<double> {
-  static constexpr FillType value = FillType::fp64;
-};
-template <>
-struct FillTypeOf<__half> {
-  static constexpr FillType value = FillType::fp16;
-};
-template <>
-struct FillTypeOf<__nv_bfloat16> {
-  static constexpr FillType value = FillType::bf16;
-};
+FillType fill_type(numgate::DType d) {
+  switch (d) {
+    case numgate::DType::fp32: return FillType::fp32;
+    case numgate::DType::fp64: return FillType::fp64;
+    case numgate::DType::fp16: return FillType::fp16;
+    case numgate::DType::bf16: return FillType::bf16;
+  }
+  return FillType::fp32;
+}
 
-template <typename T>
-struct BufferSet {
-  T* x = nullptr;
-  T* w = nullptr;
-  T* dy = nullptr;
-  T* y = nullptr;
-  T* dx = nullptr;
-  T* dw = nullptr;
-  void* ws = nullptr;
-};
+std::size_t numel(const std::vector<int64_t>& shape) {
+  std::size_t n = 1;
+  for (auto d : shape) n *= static_cast<std::size_t>(d);
+  return n;
+}
 
-void print_line(const char* dir, const BenchCase& bc, const Timing& t, double bytes,
+void print_line(const BenchCase& bc, const std::string& pass, const Timing& t, double bytes, int64_t rows,
                 const Device& dev) {
   const double gbps = bytes / (t.median_us * 1e3);
   std::string suffix = bc.name;
-  if (bc.duplicates > 0) suffix += strf(" (+%d more with this dtype and shape)", bc.duplicates);
-  // One block per row: fewer rows than SMs leaves SMs idle, so the time is launch and
+  if (bc.duplicates > 0) suffix += strf(" (+%d more with this dtype, shape and parameters)", bc.duplicates);
+  // Fewer rows than SMs leaves SMs idle under one block per row, so the time is launch and
   // latency, not bandwidth; still timed, but flagged so nobody reads GB/s as bandwidth.
-  if (bc.rows < dev.sm_count)
-    suffix += strf(" (latency-bound: %lld rows < %d SMs)", static_cast<long long>(bc.rows), dev.sm_count);
-  std::printf("bench rmsnorm %-8s %s [%s]  median %.2f us  min %.2f us  %.1f GB/s  "
+  if (rows < dev.sm_count)
+    suffix += strf(" (latency-bound: %lld rows < %d SMs)", static_cast<long long>(rows), dev.sm_count);
+  std::string dir = pass;
+  for (auto& ch : dir) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  std::printf("bench %-17s %-8s %s [%s]  median %.2f us  min %.2f us  %.1f GB/s  "
               "(%.1f%% of D2D copy %.1f GB/s)  case %s\n",
-              dir, bc.dtype.c_str(), shape_str(bc.shape).c_str(), t.median_us, t.min_us, gbps,
-              100.0 * gbps / dev.d2d_gbps, dev.d2d_gbps, suffix.c_str());
+              bc.op.c_str(), dir.c_str(), numgate::dtype_name(bc.spec.dtype), shape_str(bc.spec.shape).c_str(),
+              t.median_us, t.min_us, gbps, 100.0 * gbps / dev.d2d_gbps, dev.d2d_gbps, suffix.c_str());
   std::fflush(stdout);
 }
 
-template <typename T>
 void run_case(const BenchCase& bc, const Device& dev, const Options& opt, cudaStream_t stream) {
-  namespace rms = numgate::rmsnorm;
-  const int64_t rows = bc.rows, hidden = bc.hidden;
-  const std::size_t elems = static_cast<std::size_t>(rows) * static_cast<std::size_t>(hidden);
-  const std::size_t row_bytes = elems * sizeof(T);
-  const std::size_t vec_bytes = static_cast<std::size_t>(hidden) * sizeof(T);
-  const std::size_t ws_bytes = rms::backward_workspace_bytes(rows, hidden);
-  const std::size_t set_bytes = 4 * row_bytes + 2 * vec_bytes + ws_bytes;
-  // Size the rotation by the smallest per-launch footprint (forward: x, w, y), so that
-  // between two uses of a set more than 2x L2 of other data has been touched.
-  const std::size_t fwd_footprint = 2 * row_bytes + vec_bytes;
-  std::size_t nsets = std::max<std::size_t>(2, 2 * dev.l2_bytes / fwd_footprint + 1);
+  const numgate::TargetOp& target = numgate::find_target(bc.op);
+  const std::size_t esize = numgate::dtype_size(bc.spec.dtype);
+  const int64_t rows = target.rows(bc.spec);
+  int64_t big = 0;  // elements of the largest tensor: smaller ones (weights) are 1-D parameters
+  for (const auto& [n, sh] : bc.shapes) big = std::max<int64_t>(big, static_cast<int64_t>(numel(sh)));
+  auto bytes_of = [&](const std::string& t) {
+    auto it = bc.shapes.find(t);
+    if (it == bc.shapes.end())
+      throw UsageError(strf("%s: pass tensor '%s' not in fixture case %s", bc.op.c_str(), t.c_str(), bc.name.c_str()));
+    return numel(it->second) * esize;
+  };
 
+  std::size_t ws_bytes = 0, set_bytes = 0, min_footprint = SIZE_MAX;
+  for (const auto& pass : target.passes) {
+    ws_bytes = std::max(ws_bytes, pass.workspace_bytes(bc.spec));
+    std::size_t fp = 0;
+    for (const auto& t : pass.reads) fp += bytes_of(t);
+    for (const auto& t : pass.outputs) fp += bytes_of(t);
+    min_footprint = std::min(min_footprint, fp);
+  }
+  for (const auto& [n, sh] : bc.shapes) set_bytes += numel(sh) * esize;
+  set_bytes += ws_bytes;
+  // Size the rotation by the smallest per-launch footprint, so that between two uses of a
+  // set more than 2x L2 of other data has been touched.
+  std::size_t nsets =
+      std::min(kMaxSets, std::max<std::size_t>(2, 2 * dev.l2_bytes / std::max<std::size_t>(min_footprint, 1) + 1));
   std::size_t free_b = 0, total_b = 0;
   BENCH_CUDA(cudaMemGetInfo(&free_b, &total_b));
   const std::size_t budget = free_b / 10 * 8;
   if (nsets * set_bytes > budget) nsets = budget / set_bytes;
   if (nsets == 0) {
-    std::printf("bench rmsnorm %s: skipped: one buffer set needs %.1f MiB, only %.1f MiB free\n",
+    std::printf("bench %s %s: skipped: one buffer set needs %.1f MiB, only %.1f MiB free\n", bc.op.c_str(),
                 bc.name.c_str(), set_bytes / 1048576.0, free_b / 1048576.0);
     return;
   }
-  if (nsets * fwd_footprint <= 2 * dev.l2_bytes) {
-    std::printf("bench rmsnorm %s: note: only %zu buffer set(s) fit in memory; some launches may "
-                "read L2-warm data\n",
-                bc.name.c_str(), nsets);
+  if (nsets * min_footprint <= 2 * dev.l2_bytes) {
+    std::printf("bench %s %s: note: only %zu buffer set(s) fit in memory; some launches may read L2-warm data\n",
+                bc.op.c_str(), bc.name.c_str(), nsets);
   }
 
-  std::vector<BufferSet<T>> sets(nsets);
-  auto alloc = [](auto** p, std::size_t bytes) {
-    BENCH_CUDA(cudaMalloc(reinterpret_cast<void**>(p), std::max<std::size_t>(bytes, 1)));
+  struct Set {
+    numgate::DevicePtrs ptrs;
+    void* ws = nullptr;
   };
+  std::vector<Set> sets(nsets);
   auto free_all = [&]() {
-    for (auto& s : sets) {
-      for (void* p : {static_cast<void*>(s.x), static_cast<void*>(s.w), static_cast<void*>(s.dy),
-                      static_cast<void*>(s.y), static_cast<void*>(s.dx), static_cast<void*>(s.dw),
-                      s.ws}) {
-        if (p) cudaFree(p);
-      }
-      s = BufferSet<T>{};
+    for (auto& st : sets) {
+      for (auto& [n, p] : st.ptrs) cudaFree(p);
+      if (st.ws) cudaFree(st.ws);
+      st = Set{};
     }
   };
   try {
-    const FillType ft = FillTypeOf<T>::value;
+    const FillType ft = fill_type(bc.spec.dtype);
     for (std::size_t i = 0; i < nsets; ++i) {
-      BufferSet<T>& s = sets[i];
-      alloc(&s.x, row_bytes);
-      alloc(&s.dy, row_bytes);
-      alloc(&s.y, row_bytes);
-      alloc(&s.dx, row_bytes);
-      alloc(&s.w, vec_bytes);
-      alloc(&s.dw, vec_bytes);
-      alloc(&s.ws, ws_bytes);
-      const std::uint64_t seed = 1000 + 8 * i;
-      BENCH_CUDA(numgate::bench::fill_random(s.x, ft, elems, seed + 0, 0.25f, 1.25f, true, stream));
-      BENCH_CUDA(numgate::bench::fill_random(s.dy, ft, elems, seed + 1, 0.25f, 1.25f, true, stream));
-      BENCH_CUDA(numgate::bench::fill_random(s.w, ft, static_cast<std::size_t>(hidden), seed + 2,
-                                             0.5f, 1.5f, false, stream));
+      Set& st = sets[i];
+      std::uint64_t seed = 1000 + 64 * i;
+      for (const auto& [n, sh] : bc.shapes) {
+        void* p = nullptr;
+        BENCH_CUDA(cudaMalloc(&p, std::max<std::size_t>(numel(sh) * esize, 1)));
+        st.ptrs[n] = p;
+      }
+      if (ws_bytes) BENCH_CUDA(cudaMalloc(&st.ws, ws_bytes));
+      for (const auto& [n, sh] : bc.shapes) {
+        const bool is_output = std::any_of(target.passes.begin(), target.passes.end(), [&](const auto& ps) {
+          return std::find(ps.outputs.begin(), ps.outputs.end(), n) != ps.outputs.end();
+        });
+        if (is_output) continue;
+        const bool vector = static_cast<int64_t>(numel(sh)) < big;
+        BENCH_CUDA(numgate::bench::fill_random(st.ptrs[n], ft, numel(sh), seed++, vector ? 0.5f : 0.25f,
+                                               vector ? 1.5f : 1.25f, !vector, stream));
+      }
     }
     BENCH_CUDA(cudaStreamSynchronize(stream));
 
-    const Timing fwd = time_launches(stream, opt.warmup, opt.iters, [&](int i) {
-      const BufferSet<T>& s = sets[static_cast<std::size_t>(i) % nsets];
-      BENCH_LAUNCH(rms::forward<T>(s.x, s.w, s.y, rows, hidden, kEps, stream));
-    });
-    print_line("forward", bc, fwd, static_cast<double>(2 * row_bytes + vec_bytes), dev);
-
-    const Timing bwd = time_launches(stream, opt.warmup, opt.iters, [&](int i) {
-      const BufferSet<T>& s = sets[static_cast<std::size_t>(i) % nsets];
-      BENCH_LAUNCH(rms::backward<T>(s.x, s.w, s.dy, s.dx, s.dw, rows, hidden, kEps, s.ws, ws_bytes,
-                                    stream));
-    });
-    print_line("backward", bc, bwd, static_cast<double>(3 * row_bytes + 2 * vec_bytes), dev);
+    for (const auto& pass : target.passes) {
+      const std::size_t pws = pass.workspace_bytes(bc.spec);
+      double bytes = 0;
+      for (const auto& t : pass.reads) bytes += static_cast<double>(bytes_of(t));
+      for (const auto& t : pass.outputs) bytes += static_cast<double>(bytes_of(t));
+      const Timing tm = time_launches(stream, opt.warmup, opt.iters, [&](int i) {
+        const Set& st = sets[static_cast<std::size_t>(i) % nsets];
+        BENCH_LAUNCH(pass.launch(bc.spec, st.ptrs, st.ws, pws, stream));
+      });
+      print_line(bc, pass.name, tm, bytes, rows, dev);
+    }
   } catch (...) {
     free_all();
     throw;
@@ -464,12 +465,7 @@ int run(const Options& opt) {
               dev.d2d_gbps);
   std::fflush(stdout);
 
-  for (const BenchCase& bc : cases) {
-    if (bc.dtype == "fp32") run_case<float>(bc, dev, opt, stream);
-    else if (bc.dtype == "bf16") run_case<__nv_bfloat16>(bc, dev, opt, stream);
-    else if (bc.dtype == "fp16") run_case<__half>(bc, dev, opt, stream);
-    else run_case<double>(bc, dev, opt, stream);
-  }
+  for (const BenchCase& bc : cases) run_case(bc, dev, opt, stream);
   BENCH_CUDA(cudaStreamDestroy(stream));
   return 0;
 }
@@ -477,8 +473,8 @@ int run(const Options& opt) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"numgate-bench: times the RMSNorm target kernels on the production cases that "
-               "passed the numerics gate (reads the replay tests' JSON report)."};
+  CLI::App app{"numgate-bench: times every op's target kernels (forward and backward) on the production "
+               "cases that passed the numerics gate (reads the replay tests' JSON report)."};
   Options opt;
   app.add_option("--report", opt.report, "JSON report written by the GPU replay tests")->required();
   app.add_option("--iters", opt.iters, "timed launches per case and direction")

@@ -138,7 +138,7 @@ int main(int argc, char** argv) {
                "are only needed for target replay)");
   app.add_flag("--force", force, "Regenerate production files even when their provenance is current");
   unsigned jobs = std::max(1u, std::thread::hardware_concurrency());
-  app.add_option("--jobs,-j", jobs, "Cases generated in parallel (the output does not depend on it)")
+  app.add_option("--jobs,-j", jobs, "Cases generated in parallel, across all selected ops (the output does not depend on it)")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
@@ -155,10 +155,21 @@ int main(int argc, char** argv) {
     if (ops.empty())
       for (const auto& op : all_ops()) ops.push_back(op->name());
     int stale = 0;
-    std::exception_ptr failure;
+    // One pool of work over every op that needs writing: cases are independent pure
+    // functions of their declaration, so they are materialized on several threads (the
+    // bits do not depend on the thread count or order), largest first; an op's file is
+    // written by whichever thread finishes its last case.
+    struct Job {
+      const Op* op;
+      std::string name, path;
+      std::vector<CaseSpec> cases;
+      std::vector<CaseData> data;
+      std::size_t done = 0;
+    };
+    std::vector<Job> jobs_todo;
     for (const auto& name : ops) {
       const Op& op = find_op(name);
-      const auto cases = selected(op, production);
+      auto cases = selected(op, production);
       const std::string path = file_for(out_dir, name, production);
       if (do_check) {
         stale += check(op, path, cases);
@@ -169,37 +180,63 @@ int main(int argc, char** argv) {
         continue;
       }
       std::filesystem::create_directories(out_dir);
-      // Cases are independent pure functions of their declaration: materialize them on
-      // several threads (the bits do not depend on the thread count), keep their order.
-      std::vector<CaseData> data(cases.size());
-      std::atomic<std::size_t> next{0};
-      std::mutex log_mutex;
-      auto worker = [&] {
-        for (std::size_t i; (i = next++) < cases.size();) {
-          const auto t0 = std::chrono::steady_clock::now();
-          data[i] = materialize(op, cases[i]);
-          const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-          std::lock_guard<std::mutex> lock(log_mutex);
-          spdlog::info("generated {}/{} ({:.2f} s)", name, cases[i].name, s);
-        }
-      };
-      std::vector<std::thread> pool;
-      const unsigned threads = std::max(1u, std::min<unsigned>(jobs, static_cast<unsigned>(cases.size())));
-      for (unsigned t = 0; t < threads; ++t) pool.emplace_back([&] {
-        try {
-          worker();
-        } catch (...) {
-          std::lock_guard<std::mutex> lock(log_mutex);
-          if (!failure) failure = std::current_exception();
-          next = cases.size();
-        }
-      });
-      for (auto& t : pool) t.join();
-      if (failure) std::rethrow_exception(failure);
-      write_fixture_file(path, name, op.formula_version(), data, /*compress=*/!production);
-      spdlog::info("wrote {} ({} cases, {:.2f} MB)", path, data.size(),
-                   static_cast<double>(std::filesystem::file_size(path)) / 1e6);
+      Job j{&op, name, path, std::move(cases), {}, 0};
+      j.data.resize(j.cases.size());
+      jobs_todo.push_back(std::move(j));
     }
+    std::vector<std::pair<std::size_t, std::size_t>> work;  // (job, case)
+    for (std::size_t j = 0; j < jobs_todo.size(); ++j)
+      for (std::size_t i = 0; i < jobs_todo[j].cases.size(); ++i) work.emplace_back(j, i);
+    auto numel_of = [&](const std::pair<std::size_t, std::size_t>& w) {
+      std::int64_t n = 1;
+      for (auto d : jobs_todo[w.first].cases[w.second].shape) n *= d;
+      return n;
+    };
+    std::stable_sort(work.begin(), work.end(), [&](const auto& x, const auto& y) { return numel_of(x) > numel_of(y); });
+    // An op without cases in this set still gets its (empty) file written.
+    for (auto& j : jobs_todo)
+      if (j.cases.empty()) write_fixture_file(j.path, j.name, j.op->formula_version(), j.data, !production);
+
+    std::exception_ptr failure;
+    std::atomic<std::size_t> next{0};
+    std::mutex mutex;
+    std::mutex hdf5_mutex;  // the HDF5 library may be built without thread safety: one writer at a time
+    auto worker = [&] {
+      for (std::size_t k; (k = next++) < work.size();) {
+        Job& j = jobs_todo[work[k].first];
+        const std::size_t i = work[k].second;
+        const auto t0 = std::chrono::steady_clock::now();
+        CaseData d = materialize(*j.op, j.cases[i]);
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        bool last = false;
+        {
+          std::lock_guard<std::mutex> lock(mutex);
+          j.data[i] = std::move(d);
+          last = ++j.done == j.cases.size();
+          spdlog::info("generated {}/{} ({:.2f} s)", j.name, j.cases[i].name, s);
+        }
+        if (last) {
+          std::lock_guard<std::mutex> hdf5_lock(hdf5_mutex);
+          write_fixture_file(j.path, j.name, j.op->formula_version(), j.data, /*compress=*/!production);
+          std::vector<CaseData>().swap(j.data);
+          spdlog::info("wrote {} ({} cases, {:.2f} MB)", j.path, j.cases.size(),
+                       static_cast<double>(std::filesystem::file_size(j.path)) / 1e6);
+        }
+      }
+    };
+    std::vector<std::thread> pool;
+    const unsigned threads = std::max(1u, std::min<unsigned>(jobs, static_cast<unsigned>(work.size())));
+    for (unsigned t = 0; t < threads && !work.empty(); ++t) pool.emplace_back([&] {
+      try {
+        worker();
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (!failure) failure = std::current_exception();
+        next = work.size();
+      }
+    });
+    for (auto& t : pool) t.join();
+    if (failure) std::rethrow_exception(failure);
     if (do_check) {
       if (stale) {
         spdlog::error("{} stale case(s): regenerate with `numgate-generate` (README: Regenerating golden data)", stale);

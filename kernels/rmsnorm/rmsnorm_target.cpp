@@ -52,13 +52,13 @@ TargetOp make_target() {
   TargetOp t;
   t.op = "rmsnorm";
   t.rows = [](const CaseSpec& c) { return shape_of(c).rows; };
-  t.passes.push_back({"Forward", {"y"}, [](const CaseSpec&) -> std::size_t { return 0; }, launch_forward});
+  t.passes.push_back({"Forward", {"y"}, [](const CaseSpec&) -> std::size_t { return 0; }, launch_forward, {"x", "w"}});
   t.passes.push_back({"Backward", {"dx", "dw"},
                       [](const CaseSpec& c) {
                         const Shape sh = shape_of(c);
                         return backward_workspace_bytes(sh.rows, sh.hidden);
                       },
-                      launch_backward});
+                      launch_backward, {"x", "w", "dy"}});
   return t;
 }
 

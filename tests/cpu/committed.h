@@ -33,6 +33,9 @@ inline std::vector<CommittedCase> committed_cases() {
   return out;
 }
 
-inline std::string case_test_name(const ::testing::TestParamInfo<CommittedCase>& info) { return info.param.name; }
+/// "<op file stem>__<case>": unique across ops (case names are unique within an op only).
+inline std::string case_test_name(const ::testing::TestParamInfo<CommittedCase>& info) {
+  return std::filesystem::path(info.param.file).stem().string() + "__" + info.param.name;
+}
 
 }  // namespace numgate::testing

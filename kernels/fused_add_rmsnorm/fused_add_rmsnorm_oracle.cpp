@@ -1,0 +1,199 @@
+// Fused residual-add + RMSNorm golden (FP64) and reference (FP32 intermediates) oracles,
+// input patterns and mutants. Compiled with -ffp-contract=off.
+#include "fused_add_rmsnorm/fused_add_rmsnorm_oracle.h"
+
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+#include "numgate/random.h"
+
+namespace numgate::fused_add_rmsnorm {
+namespace {
+
+struct Dims {
+  std::int64_t rows, hidden;
+};
+Dims dims_of(const CaseSpec& c) {
+  if (c.shape.empty() || c.shape.back() < 1)
+    throw std::invalid_argument("fused_add_rmsnorm case '" + c.name + "': shape must end with hidden >= 1");
+  std::int64_t rows = 1;
+  for (std::size_t i = 0; i + 1 < c.shape.size(); ++i) rows *= c.shape[i];
+  return {rows, c.shape.back()};
+}
+
+enum : std::uint32_t { kStreamX = 1, kStreamW = 2, kStreamDy = 3, kStreamRes = 4, kStreamDres = 5, kStreamPattern = 6 };
+
+}  // namespace
+
+const char* mutant_name(Mutant m) {
+  switch (m) {
+    case Mutant::none: return "none";
+    case Mutant::variance_from_rounded_residual: return "variance_from_rounded_residual";
+    case Mutant::residual_grad_dropped: return "residual_grad_dropped";
+  }
+  return "?";
+}
+
+std::map<std::string, Tensor> FusedAddRMSNormOp::make_inputs(const CaseSpec& c) const {
+  const Dims d = dims_of(c);
+  Tensor x(c.dtype, c.shape), res(c.dtype, c.shape), w(c.dtype, {d.hidden}), dy(c.dtype, c.shape),
+      dres(c.dtype, c.shape);
+  const RandomStream rx(c.seed, kStreamX), rw(c.seed, kStreamW), rdy(c.seed, kStreamDy), rres(c.seed, kStreamRes),
+      rdres(c.seed, kStreamDres);
+  const std::size_t n = x.numel();
+  for (std::size_t i = 0; i < n; ++i) {
+    x.set(i, rx.normal(i));             // sublayer output
+    res.set(i, 2.0 * rres.normal(i));   // residual stream, somewhat larger
+    dy.set(i, rdy.normal(i));
+    dres.set(i, rdres.normal(i));
+  }
+  for (std::int64_t j = 0; j < d.hidden; ++j) w.set(j, 1.0 + 0.25 * rw.normal(j));
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+
+  if (c.pattern == "normal") {
+  } else if (c.pattern == "near_zero_variance") {  // mean(h^2) ~ 1e-10 << eps
+    for (std::size_t i = 0; i < n; ++i) {
+      x.set(i, 1e-5 * rx.normal(i));
+      res.set(i, 1e-5 * rres.normal(i));
+    }
+  } else if (c.pattern == "zero_row") {
+    // Row rows/2: residual = -x exactly, so h = 0: residual_out and y exactly 0, dx =
+    // rstd * dy * w + d_residual_out with rstd = 1/sqrt(eps). Its dy is scaled by
+    // sqrt(eps) so that its dx has the other rows' magnitude (else it would set the
+    // tensor's max-abs threshold and hide the other rows).
+    const std::int64_t r = d.rows / 2;
+    const double sqrt_eps = std::sqrt(c.param("eps"));
+    for (std::int64_t i = 0; i < d.hidden; ++i) {
+      const std::size_t k = static_cast<std::size_t>(r * d.hidden + i);
+      res.set(k, -x.get(k));
+      dy.set(k, sqrt_eps * rdy.normal(k));
+    }
+  } else if (c.pattern == "nonfinite") {
+    // Row 0: NaN in x; row 1: +Inf in residual (rstd = 0: y exactly 0 except NaN there);
+    // row 2: x = -Inf and residual = +Inf at the same element (h = NaN); other rows normal.
+    if (d.rows < 3 || d.hidden < 4) throw std::invalid_argument("nonfinite needs >= 3 rows and hidden >= 4");
+    x.set(0 * d.hidden + 1, nan);
+    res.set(1 * d.hidden + 2, inf);
+    x.set(2 * d.hidden + 3, -inf);
+    res.set(2 * d.hidden + 3, inf);
+  } else if (c.pattern == "rounding_bias") {
+    // Built to expose a variance taken from the rounded residual_out: residual = s * 2^k
+    // (s a random sign, k = row % 3), x = s * 2^k * u * (1 - 2^-8) with u the dtype's unit
+    // roundoff (bf16: 2^-8 - 2^-16), i.e. just under half an ulp of the residual. So h is
+    // exact in FP32 but residual_out = dtype(h) = residual: every element rounds DOWN in
+    // magnitude by ~u, the rounded sum of squares is low by ~2u, and the mutant's y is
+    // ~u too large — about one ulp — while the correct y ~ s * w is exact up to the
+    // eps term (reference error ~1e-6 relative), so the gate is sharp.
+    const RandomStream rp(c.seed, kStreamPattern);
+    const double u = dtype_unit_roundoff(c.dtype);
+    for (std::int64_t r = 0; r < d.rows; ++r) {
+      const double scale = std::ldexp(1.0, static_cast<int>(r % 3));
+      for (std::int64_t i = 0; i < d.hidden; ++i) {
+        const std::size_t k = static_cast<std::size_t>(r * d.hidden + i);
+        const double s = rp.uniform(k) < 0.5 ? -1.0 : 1.0;
+        res.set(k, s * scale);
+        x.set(k, s * scale * u * (1.0 - 1.0 / 256.0));
+      }
+    }
+  } else if (c.pattern == "overflow_sum") {
+    // fp16: one element per row with x = +-40000, residual = +-30000: the sum 70000 is
+    // finite in FP32 (y finite, ~ sqrt(hidden) * w there) but residual_out must be +-Inf.
+    const RandomStream rp(c.seed, kStreamPattern);
+    for (std::int64_t r = 0; r < d.rows; ++r) {
+      const auto j = static_cast<std::int64_t>(rp.uniform(r) * static_cast<double>(d.hidden));
+      const double s = r % 2 == 0 ? 1.0 : -1.0;
+      x.set(r * d.hidden + j, s * 40000.0);
+      res.set(r * d.hidden + j, s * 30000.0);
+    }
+  } else {
+    throw std::invalid_argument("fused_add_rmsnorm case '" + c.name + "': unknown pattern '" + c.pattern +
+                                "' (known: normal, near_zero_variance, zero_row, nonfinite, rounding_bias, "
+                                "overflow_sum)");
+  }
+  return {{"x", x}, {"residual", res}, {"w", w}, {"dy", dy}, {"d_residual_out", dres}};
+}
+
+std::map<std::string, GoldenTensor> FusedAddRMSNormOp::golden(const CaseSpec& c,
+                                                              const std::map<std::string, Tensor>& in) const {
+  const Dims d = dims_of(c);
+  const double eps = c.param("eps");
+  const Tensor &x = in.at("x"), &res = in.at("residual"), &w = in.at("w"), &dy = in.at("dy"),
+               &dres = in.at("d_residual_out");
+  GoldenTensor ro{Tensor(DType::fp64, c.shape), Tensor(DType::fp64, c.shape), 2};
+  GoldenTensor y{Tensor(DType::fp64, c.shape), Tensor(DType::fp64, c.shape), d.hidden};
+  GoldenTensor dx{Tensor(DType::fp64, c.shape), Tensor(DType::fp64, c.shape), d.hidden + 1};
+  GoldenTensor dw{Tensor(DType::fp64, {d.hidden}), Tensor(DType::fp64, {d.hidden}), d.rows + d.hidden};
+  std::vector<double> dw_sum(d.hidden, 0.0), dw_abs(d.hidden, 0.0), h(d.hidden);
+  const double n = static_cast<double>(d.hidden);
+  for (std::int64_t r = 0; r < d.rows; ++r) {
+    const std::size_t base = static_cast<std::size_t>(r * d.hidden);
+    double ss = 0.0, gh = 0.0, gh_abs = 0.0;
+    for (std::int64_t i = 0; i < d.hidden; ++i) {
+      // Exact: two values of <= 24-bit significands within the FP64 exponent range.
+      h[i] = x.get(base + i) + res.get(base + i);
+      const double gi = dy.get(base + i) * w.get(i);
+      ss += h[i] * h[i];
+      gh += gi * h[i];
+      gh_abs += std::fabs(gi * h[i]);
+    }
+    const double rstd = 1.0 / std::sqrt(ss / n + eps);
+    const double r3 = rstd * rstd * rstd;
+    for (std::int64_t i = 0; i < d.hidden; ++i) {
+      const double wi = w.get(i), dyi = dy.get(base + i), gi = dyi * wi, di = dres.get(base + i);
+      ro.value.set(base + i, h[i]);
+      ro.abs_terms.set(base + i, std::fabs(x.get(base + i)) + std::fabs(res.get(base + i)));
+      const double yi = h[i] * rstd * wi;
+      y.value.set(base + i, yi);
+      y.abs_terms.set(base + i, std::fabs(yi));
+      dx.value.set(base + i, rstd * gi - r3 * h[i] * (gh / n) + di);
+      dx.abs_terms.set(base + i, std::fabs(rstd * gi) + r3 * std::fabs(h[i]) * (gh_abs / n) + std::fabs(di));
+      const double t = dyi * h[i] * rstd;
+      dw_sum[i] += t;
+      dw_abs[i] += std::fabs(t);
+    }
+  }
+  for (std::int64_t i = 0; i < d.hidden; ++i) {
+    dw.value.set(i, dw_sum[i]);
+    dw.abs_terms.set(i, dw_abs[i]);
+  }
+  return {{"residual_out", ro}, {"y", y}, {"dx", dx}, {"dw", dw}};
+}
+
+std::map<std::string, Tensor> reference_variant(const CaseSpec& c, const std::map<std::string, Tensor>& in,
+                                                Mutant m) {
+  const Dims d = dims_of(c);
+  const float eps = static_cast<float>(c.param("eps"));
+  const float n = static_cast<float>(d.hidden);
+  const Tensor &x = in.at("x"), &res = in.at("residual"), &w = in.at("w"), &dy = in.at("dy"),
+               &dres = in.at("d_residual_out");
+  Tensor ro(c.dtype, c.shape), y(c.dtype, c.shape), dx(c.dtype, c.shape), dw(c.dtype, {d.hidden});
+  std::vector<float> dw_acc(d.hidden, 0.0f), h(d.hidden);
+  for (std::int64_t r = 0; r < d.rows; ++r) {
+    const std::size_t base = static_cast<std::size_t>(r * d.hidden);
+    float ss = 0.0f, gh = 0.0f;
+    for (std::int64_t i = 0; i < d.hidden; ++i) {
+      h[i] = static_cast<float>(x.get(base + i)) + static_cast<float>(res.get(base + i));
+      ro.set(base + i, h[i]);  // one rounding FP32 -> dtype
+      const float hv = m == Mutant::variance_from_rounded_residual ? static_cast<float>(ro.get(base + i)) : h[i];
+      const float gi = static_cast<float>(dy.get(base + i)) * static_cast<float>(w.get(i));
+      ss = ss + hv * hv;
+      gh = gh + gi * h[i];
+    }
+    const float rstd = 1.0f / std::sqrt(ss / n + eps);
+    const float mgh = gh / n;
+    for (std::int64_t i = 0; i < d.hidden; ++i) {
+      const float wi = static_cast<float>(w.get(i));
+      const float dyi = static_cast<float>(dy.get(base + i)), gi = dyi * wi;
+      const float hhat = h[i] * rstd;
+      y.set(base + i, hhat * wi);
+      const float dh = rstd * (gi - hhat * (rstd * mgh));
+      dx.set(base + i, m == Mutant::residual_grad_dropped ? dh : dh + static_cast<float>(dres.get(base + i)));
+      dw_acc[i] = dw_acc[i] + dyi * hhat;
+    }
+  }
+  for (std::int64_t i = 0; i < d.hidden; ++i) dw.set(i, dw_acc[i]);
+  return {{"residual_out", ro}, {"y", y}, {"dx", dx}, {"dw", dw}};
+}
+
+}  // namespace numgate::fused_add_rmsnorm

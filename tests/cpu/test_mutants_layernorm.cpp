@@ -1,0 +1,201 @@
+// CPU mutants of the LayerNorm reference, fed to the gate as if they were the target.
+// Each deliberately reintroduces one source of discrepancy (SPEC §6); the gate must
+// report FAIL on the committed cases built to expose it. Plus the adversarial facts the
+// LayerNorm cases were added for (constant row, hidden 1, non-finite inputs).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <iostream>
+
+#include "committed.h"
+#include "layernorm/layernorm_oracle.h"
+#include "numgate/gate.h"
+
+namespace numgate {
+namespace {
+
+using layernorm::Mutant;
+
+struct MutantRun {
+  Verdict verdict = Verdict::pass;  // combined with every tensor's verdict
+  std::string failing_tensors;
+  double worst_ratio = 0;  // max over tensors of target_error / threshold
+  std::string worst_detail;
+};
+
+MutantRun gate_mutant(const CaseData& c, Mutant m) {
+  const auto out = layernorm::reference_variant(c.spec, c.inputs, m);
+  MutantRun run;
+  for (const auto& t : c.output_names) {
+    const GateResult r = evaluate_gate(t, c.spec, c.golden.at(t), c.reference.at(t), &out.at(t));
+    run.verdict = combine(run.verdict, r.verdict);
+    if (r.verdict == Verdict::fail) run.failing_tensors += " " + t;
+    const double ratio = r.threshold > 0 ? r.target_error / r.threshold : (r.target_error > 0 ? INFINITY : 0);
+    if (run.worst_detail.empty() || (r.verdict == Verdict::fail && run.failing_tensors == " " + t) ||
+        (r.verdict != Verdict::fail && run.failing_tensors.empty() && ratio >= run.worst_ratio)) {
+      run.worst_ratio = ratio;
+      run.worst_detail = describe(r, c.spec);
+    }
+  }
+  return run;
+}
+
+// The committed layernorm cases (golden_data/layernorm.h5), read from disk.
+std::vector<CaseData> committed_layernorm_cases() {
+  std::vector<CaseData> v;
+  for (const auto& cc : testing::committed_cases()) {
+    CaseData c = read_case(cc.file, cc.name);
+    if (c.op == "layernorm") v.push_back(std::move(c));
+  }
+  return v;
+}
+
+// The small production cases (golden_data/ is too tight to commit them: every committed
+// case costs ~70 KB of HDF5 metadata), materialized in memory: cheap on the CPU, so their
+// oracles and mutants are checked here too, not only on a GPU machine.
+constexpr std::size_t kInMemoryLimit = 70000;  // elements of x
+std::vector<CaseData> small_production_cases() {
+  const layernorm::LayerNormOp op;
+  std::vector<CaseData> v;
+  for (const CaseSpec& s : op.cases()) {
+    std::size_t n = 1;
+    for (auto d : s.shape) n *= static_cast<std::size_t>(d);
+    if (s.production && n <= kInMemoryLimit) v.push_back(materialize(op, s));
+  }
+  return v;
+}
+
+// Requires FAIL on every case `must_fail` selects (committed and small production), and
+// at least one such committed case.
+void expect_caught(Mutant m, bool (*must_fail)(const CaseData&)) {
+  int required_committed = 0;
+  for (const bool committed : {true, false}) {
+    for (const CaseData& c : committed ? committed_layernorm_cases() : small_production_cases()) {
+      const MutantRun run = gate_mutant(c, m);
+      std::cout << "[ mutant " << layernorm::mutant_name(m) << " ] " << (committed ? "" : "(in memory) ")
+                << c.spec.name << ": " << verdict_name(run.verdict)
+                << (run.failing_tensors.empty() ? "" : " (" + run.failing_tensors.substr(1) + ")") << "\n";
+      if (must_fail(c)) {
+        if (committed && required_committed == 0 && run.verdict == Verdict::fail)
+          std::cout << "  first failure, as a user sees it:\n" << run.worst_detail;
+        required_committed += committed;
+        EXPECT_EQ(run.verdict, Verdict::fail) << "mutant " << layernorm::mutant_name(m) << " not caught:\n"
+                                              << run.worst_detail;
+      }
+    }
+  }
+  EXPECT_GT(required_committed, 0) << "no committed case is designed to catch mutant " << layernorm::mutant_name(m);
+}
+
+TEST(LayerNormMutants, PaddedLanesInTheStatisticsAreCaught) {
+  // Rows whose length is not a multiple of the 8-element padding, with mean 1: the zero
+  // lanes pull the mean towards 0 (by mean * pad / padded length) and add mean^2 per lane to
+  // the variance. Visible when the padding is a sizeable fraction of the row (hidden < 1000)
+  // or in fp32; in bf16 at hidden 4097 the shift (7/4104 of the mean) is below an ulp.
+  expect_caught(Mutant::padded_lanes, [](const CaseData& c) {
+    const std::int64_t h = c.spec.shape.back();
+    return c.spec.pattern == "mean1" && h % 8 != 0 && (h < 1000 || c.spec.dtype == DType::fp32);
+  });
+}
+
+TEST(LayerNormMutants, OnePassVarianceIsCaught) {
+  // E[x^2] - E[x]^2 in FP32 where the mean is large against the spread: the constant row
+  // of 1234.0 (var 0) and mean 10 with var ~1e-6.
+  expect_caught(Mutant::naive_variance, [](const CaseData& c) {
+    return c.spec.pattern == "constant_row" || c.spec.pattern == "offset_near_zero_variance";
+  });
+}
+
+TEST(LayerNormMutants, TheCorrectReferenceIsNotCaught) {
+  // Control: the unmutated reference passes everywhere (the mutant tests are not vacuous).
+  int n = 0;
+  for (const bool committed : {true, false}) {
+    for (const CaseData& c : committed ? committed_layernorm_cases() : small_production_cases()) {
+      const MutantRun run = gate_mutant(c, Mutant::none);
+      EXPECT_EQ(run.verdict, Verdict::pass) << run.worst_detail;
+      n += committed;
+    }
+  }
+  EXPECT_GT(n, 0);
+}
+
+TEST(LayerNormOracles, SmallProductionCasesHaveAValidYardstick) {
+  // What Oracles.ReferenceIsAValidYardstick checks on committed cases, for the small
+  // production cases materialized in memory.
+  for (const CaseData& c : small_production_cases()) {
+    for (const auto& t : c.output_names) {
+      const GateResult r = evaluate_gate(t, c.spec, c.golden.at(t), c.reference.at(t), &c.reference.at(t));
+      EXPECT_TRUE(r.reference_structure.ok) << describe(r, c.spec);
+      EXPECT_TRUE(r.verdict == Verdict::pass || r.verdict == Verdict::pass_with_limitations) << describe(r, c.spec);
+      EXPECT_TRUE(r.reference_in_envelope) << describe(r, c.spec);
+      if (!r.gate_valid)
+        std::cout << "[ note ] " << c.spec.name << "/" << t << ": gate not valid (ref/golden "
+                  << r.reference_relative_error << ", condition " << r.condition << ")\n";
+    }
+  }
+}
+
+// --- adversarial cases: the behaviour each was added for --------------------------------
+
+// A declared case (committed or production), materialized in memory.
+CaseData find_case(const std::string& pattern, DType t, std::int64_t hidden = -1) {
+  const layernorm::LayerNormOp op;
+  for (const CaseSpec& s : op.cases())
+    if (s.pattern == pattern && s.dtype == t && (hidden < 0 || s.shape.back() == hidden)) return materialize(op, s);
+  throw std::runtime_error("no layernorm case with pattern " + pattern);
+}
+
+TEST(LayerNormAdversarial, ConstantRowGivesExactlyTheBias) {
+  const CaseData c = find_case("constant_row", DType::fp32);
+  const std::int64_t hidden = c.spec.shape.back();
+  ASSERT_EQ(hidden, 256);
+  for (std::int64_t i = 0; i < hidden; ++i) {
+    const auto k = static_cast<std::size_t>(i);
+    ASSERT_EQ(c.inputs.at("x").get(k), 1234.0);
+    const double b = c.inputs.at("b").get(k);
+    ASSERT_EQ(c.golden.at("y").value.get(k), b) << "golden: var = 0 exactly, y = b";
+    ASSERT_EQ(c.reference.at("y").get(k), b) << "reference: d = 0 exactly, y = b";
+    // Terms x r w and -x/H r w cancel exactly; b remains: never an "exact zero" unless b = 0.
+    ASSERT_GT(c.golden.at("y").abs_terms.get(k), 0.0);
+    ASSERT_TRUE(std::isfinite(c.reference.at("dx").get(k)));
+  }
+  // The one-pass variance is wrong there by far more than eps (or NaN).
+  const auto naive = layernorm::reference_variant(c.spec, c.inputs, Mutant::naive_variance);
+  bool differs = false;
+  for (std::int64_t i = 0; i < hidden; ++i)
+    differs |= !(naive.at("dx").get(static_cast<std::size_t>(i)) == c.reference.at("dx").get(static_cast<std::size_t>(i)));
+  EXPECT_TRUE(differs) << "E[x^2]-E[x]^2 should change rstd of the constant row";
+}
+
+TEST(LayerNormAdversarial, HiddenOneGivesBiasAndZeroGradient) {
+  for (DType t : {DType::fp32, DType::bf16, DType::fp16}) {
+    const CaseData c = find_case("normal", t, 1);
+    ASSERT_EQ(c.golden.at("y").value.get(0), c.inputs.at("b").get(0));
+    ASSERT_EQ(c.reference.at("y").get(0), c.inputs.at("b").get(0));
+    ASSERT_EQ(c.golden.at("dx").value.get(0), 0.0);
+    ASSERT_EQ(c.reference.at("dx").get(0), 0.0);
+    ASSERT_EQ(c.golden.at("dw").value.get(0), 0.0);
+    ASSERT_EQ(c.reference.at("db").get(0), c.inputs.at("dy").get(0));
+  }
+}
+
+TEST(LayerNormAdversarial, NonFiniteInputsPoisonExactlyTheirRows) {
+  for (DType t : {DType::fp32, DType::bf16}) {
+    const CaseData c = find_case("nonfinite", t);
+    const std::int64_t hidden = c.spec.shape.back(), rows = c.spec.shape[0];
+    for (std::int64_t r = 0; r < rows; ++r) {
+      for (std::int64_t i = 0; i < hidden; ++i) {
+        const auto k = static_cast<std::size_t>(r * hidden + i);
+        EXPECT_EQ(std::isnan(c.golden.at("y").value.get(k)), r < 3) << c.spec.name << " y " << r << "," << i;
+        EXPECT_EQ(std::isnan(c.golden.at("dx").value.get(k)), r < 4) << c.spec.name << " dx " << r << "," << i;
+      }
+    }
+    for (std::int64_t i = 0; i < hidden; ++i) {
+      EXPECT_TRUE(std::isnan(c.golden.at("dw").value.get(static_cast<std::size_t>(i))));
+      EXPECT_EQ(std::isnan(c.golden.at("db").value.get(static_cast<std::size_t>(i))), i == 9 % hidden);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace numgate
