@@ -336,7 +336,7 @@ void print_line(const BenchCase& bc, const std::string& pass, const Timing& t, d
   for (auto& ch : dir) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   std::printf("bench %-17s %-8s %s [%s]  median %.2f us  min %.2f us  %.1f GB/s  "
               "(%.1f%% of D2D copy %.1f GB/s)  case %s\n",
-              bc.op.c_str(), dir.c_str(), numgate::dtype_name(bc.spec.dtype), shape_str(bc.spec.shape).c_str(),
+              bc.op.c_str(), dir.c_str(), std::string(numgate::dtype_name(bc.spec.dtype)).c_str(), shape_str(bc.spec.shape).c_str(),
               t.median_us, t.min_us, gbps, 100.0 * gbps / dev.d2d_gbps, dev.d2d_gbps, suffix.c_str());
   std::fflush(stdout);
 }

@@ -97,6 +97,19 @@ __device__ __forceinline__ double div_rn(double a, double b) { return __ddiv_rn(
 /// sqrt(a), IEEE round to nearest.
 __device__ __forceinline__ float sqrt_rn(float a) { return __fsqrt_rn(a); }
 __device__ __forceinline__ double sqrt_rn(double a) { return __dsqrt_rn(a); }
+/// a * b, a - b, a + b, each rounded once and never contracted into an FMA with a
+/// neighbouring operation. Used where the reference's operation order must be followed
+/// exactly: e.g. a gradient g = dy * w that is both summed and subtracted must be the
+/// same rounded value in both places (contracting `dy * w - mean_g` into an FMA leaves the
+/// rounding error of dy * w: a nonzero dx where the math and the reference give exactly 0),
+/// and in dx = r * (g - xhat * c), which cancels for hidden 1, the kernel must round
+/// exactly as the reference does or the cancellation amplifies the difference.
+__device__ __forceinline__ float mul_rn(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ double mul_rn(double a, double b) { return __dmul_rn(a, b); }
+__device__ __forceinline__ float sub_rn(float a, float b) { return __fsub_rn(a, b); }
+__device__ __forceinline__ double sub_rn(double a, double b) { return __dsub_rn(a, b); }
+__device__ __forceinline__ float add_rn(float a, float b) { return __fadd_rn(a, b); }
+__device__ __forceinline__ double add_rn(double a, double b) { return __dadd_rn(a, b); }
 
 // ---------------------------------------------------------------------------------
 // units: up to kVec<T> elements, loaded/stored as one 16-byte vector when legal

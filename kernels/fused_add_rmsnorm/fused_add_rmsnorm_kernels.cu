@@ -19,8 +19,9 @@ Backward, with g_i = dy_i * w_i, hhat_i = h_i * rstd, and the gradient of residu
 
 Numerics contract (mirrored by the CPU reference in fused_add_rmsnorm_oracle.cpp). acc is
 float for T = float, __half, __nv_bfloat16 and double for T = double; every listed scalar
-operation is one IEEE operation, round to nearest; sums in any fixed tree order; a*b+c
-may be fused (FMA):
+operation is one IEEE operation, round to nearest; sums in any fixed tree order; a*b+c may be fused (FMA) except in
+the backward g_i and dx_i, which are computed without contraction (mul_rn/sub_rn), in the
+reference's order: dx cancels for hidden 1 and must round as the reference does:
 
   forward, per row:   h_i  = acc(x_i) + acc(residual_i)
                       residual_out_i = T(h_i)
@@ -79,7 +80,10 @@ namespace {
 
 using numgate::device::acc_t;
 using numgate::device::block_sum;
+using numgate::device::add_rn;
 using numgate::device::div_rn;
+using numgate::device::mul_rn;
+using numgate::device::sub_rn;
 using numgate::device::from_acc;
 using numgate::device::grid_is_aligned;
 using numgate::device::grid_shift;
@@ -270,7 +274,7 @@ __device__ __forceinline__ void bwd_accumulate(const Unit<T>& xu, const Unit<T>&
 #pragma unroll
   for (int j = 0; j < kVec<T>; ++j) {
     const A h = h_of(xu, ru, j);
-    const A g = unit_acc(du, j) * unit_acc(wu, j);
+    const A g = mul_rn(unit_acc(du, j), unit_acc(wu, j));
     sums[0] += h * h;
     sums[1] += g * h;
   }
@@ -284,9 +288,9 @@ __device__ __forceinline__ Unit<T> bwd_unit(const Unit<T>& xu, const Unit<T>& ru
   A out[kVec<T>];
 #pragma unroll
   for (int j = 0; j < kVec<T>; ++j) {
-    const A g = unit_acc(du, j) * unit_acc(wu, j);
+    const A g = mul_rn(unit_acc(du, j), unit_acc(wu, j));
     const A hhat = h_of(xu, ru, j) * r;
-    out[j] = r * (g - hhat * c) + unit_acc(dru, j);
+    out[j] = add_rn(mul_rn(r, sub_rn(g, mul_rn(hhat, c))), unit_acc(dru, j));
   }
   return pack_from_acc<T>(out);
 }

@@ -21,7 +21,9 @@ the backward needs only the sums of d^2, g and g*d besides the mean.)
 Numerics contract (the CPU reference in layernorm_oracle.cpp mirrors it). acc is float
 for T = float, __half, __nv_bfloat16 and double for T = double. Every listed scalar
 operation is one IEEE operation, round to nearest; sums may be evaluated in any fixed
-tree order and a*b+c may be fused (FMA):
+tree order and a*b+c may be fused (FMA) except in
+the backward g_i and dx_i, which are computed without contraction (mul_rn/sub_rn), in the
+reference's order: dx cancels for hidden 1 and must round as the reference does:
 
   forward, per row:   s    = sum_i acc(x_i)
                       mean = s / acc(H)
@@ -111,7 +113,10 @@ namespace {
 
 using numgate::device::acc_t;
 using numgate::device::block_sum;
+using numgate::device::add_rn;
 using numgate::device::div_rn;
+using numgate::device::mul_rn;
+using numgate::device::sub_rn;
 using numgate::device::from_acc;
 using numgate::device::grid_is_aligned;
 using numgate::device::grid_shift;
@@ -314,7 +319,7 @@ __global__ void __launch_bounds__(kBwdBoundThreads<kFused>)
         for (int j = 0; j < V; ++j) {
           if (in_row(lo, j, hidden)) {
             const A d = unit_acc(xc[k], j) - mean;
-            const A g = unit_acc(dc[k], j) * unit_acc(wu, j);
+            const A g = mul_rn(unit_acc(dc[k], j), unit_acc(wu, j));
             sums[0] += d * d;
             sums[1] += g;
             sums[2] += g * d;
@@ -350,9 +355,9 @@ __global__ void __launch_bounds__(kBwdBoundThreads<kFused>)
 #pragma unroll
         for (int j = 0; j < V; ++j) {
           const A dyv = unit_acc(dc[k], j);
-          const A g = dyv * unit_acc(wu, j);
+          const A g = mul_rn(dyv, unit_acc(wu, j));
           const A xhat = (unit_acc(xc[k], j) - mean) * r;
-          out[j] = r * ((g - a) - xhat * c);
+          out[j] = mul_rn(r, sub_rn(sub_rn(g, a), mul_rn(xhat, c)));
           if constexpr (kFused) {
             dwacc[k][j] += dyv * xhat;
             dbacc[k][j] += dyv;

@@ -16,7 +16,9 @@ Backward, with wp_i = 1 + w_i, g_i = dy_i * wp_i, xhat_i = x_i * rstd:
 Numerics contract (the CPU reference in offset_rmsnorm_oracle.cpp mirrors it). acc is
 float for T = float, __half, __nv_bfloat16 and double for T = double. Every listed
 scalar operation is one IEEE operation, round to nearest; sums may be evaluated in any
-fixed tree order and a*b+c may be fused (FMA):
+fixed tree order and a*b+c may be fused (FMA) except in
+the backward g_i and dx_i, which are computed without contraction (mul_rn/sub_rn), in the
+reference's order: dx cancels for hidden 1 and must round as the reference does:
 
   forward, per row:   ss   = sum_i acc(x_i)^2 ; r = 1 / sqrt(ss / acc(H) + acc(eps))
                       (correctly rounded divide and sqrt, never rsqrtf)
@@ -79,7 +81,10 @@ namespace {
 
 using numgate::device::acc_t;
 using numgate::device::block_sum;
+using numgate::device::add_rn;
 using numgate::device::div_rn;
+using numgate::device::mul_rn;
+using numgate::device::sub_rn;
 using numgate::device::from_acc;
 using numgate::device::grid_is_aligned;
 using numgate::device::grid_shift;
@@ -222,7 +227,7 @@ __device__ __forceinline__ void bwd_accumulate(const Unit<T>& xu, const Unit<T>&
 #pragma unroll
   for (int j = 0; j < kVec<T>; ++j) {
     const A xv = unit_acc(xu, j);
-    const A g = unit_acc(du, j) * (A(1) + unit_acc(wu, j));
+    const A g = mul_rn(unit_acc(du, j), A(1) + unit_acc(wu, j));
     sums[0] += xv * xv;
     sums[1] += g * xv;
   }
@@ -236,9 +241,9 @@ __device__ __forceinline__ Unit<T> bwd_unit(const Unit<T>& xu, const Unit<T>& du
   A out[kVec<T>];
 #pragma unroll
   for (int j = 0; j < kVec<T>; ++j) {
-    const A g = unit_acc(du, j) * (A(1) + unit_acc(wu, j));
+    const A g = mul_rn(unit_acc(du, j), A(1) + unit_acc(wu, j));
     const A xhat = unit_acc(xu, j) * r;
-    out[j] = r * (g - xhat * c);
+    out[j] = mul_rn(r, sub_rn(g, mul_rn(xhat, c)));
   }
   return pack_from_acc<T>(out);
 }

@@ -17,7 +17,9 @@ rstd gives d rstd / d x_i = -rstd^3 * x_i / H, hence
 Numerics contract (the CPU reference in rmsnorm_oracle.cpp mirrors it). acc is float
 for T = float, __half, __nv_bfloat16 and double for T = double. Every listed scalar
 operation is one IEEE operation, round to nearest; sums may be evaluated in any fixed
-tree order and a*b+c may be fused (FMA):
+tree order and a*b+c may be fused (FMA) except in
+the backward g_i and dx_i, which are computed without contraction (mul_rn/sub_rn), in the
+reference's order: dx cancels for hidden 1 and must round as the reference does:
 
   forward, per row:   ss   = sum_i acc(x_i)^2
                       ms   = ss / acc(H)
@@ -146,7 +148,10 @@ namespace {
 
 using numgate::device::acc_t;
 using numgate::device::block_sum;
+using numgate::device::add_rn;
 using numgate::device::div_rn;
+using numgate::device::mul_rn;
+using numgate::device::sub_rn;
 using numgate::device::from_acc;
 using numgate::device::grid_is_aligned;
 using numgate::device::grid_shift;
@@ -420,7 +425,7 @@ __global__ void __launch_bounds__(kBwdBoundThreads<K, kFused>, kBwdBoundBlocks<K
 #pragma unroll
         for (int j = 0; j < V; ++j) {
           const A xv = unit_acc(xc[k], j);
-          const A g = unit_acc(dc[k], j) * unit_acc(wu, j);
+          const A g = mul_rn(unit_acc(dc[k], j), unit_acc(wu, j));
           sums[0] += xv * xv;
           sums[1] += g * xv;
         }
@@ -452,9 +457,9 @@ __global__ void __launch_bounds__(kBwdBoundThreads<K, kFused>, kBwdBoundBlocks<K
         for (int j = 0; j < V; ++j) {
           const A xv = unit_acc(xc[k], j);
           const A dyv = unit_acc(dc[k], j);
-          const A g = dyv * unit_acc(wu, j);
+          const A g = mul_rn(dyv, unit_acc(wu, j));
           const A xhat = xv * r;
-          out[j] = r * (g - xhat * c);
+          out[j] = mul_rn(r, sub_rn(g, mul_rn(xhat, c)));
           if constexpr (kFused) dwacc[k][j] += dyv * xhat;
         }
         store_unit(dxr, lo, hidden, full && dx_aligned, pack_from_acc<T>(out));
@@ -626,7 +631,7 @@ __global__ void __launch_bounds__(kFusedMaxThreads, kAsyncBoundBlocks<K>)
 #pragma unroll
         for (int j = 0; j < V; ++j) {
           const A xv = unit_acc(xu, j);
-          const A g = unit_acc(du, j) * unit_acc(wu, j);
+          const A g = mul_rn(unit_acc(du, j), unit_acc(wu, j));
           sums[0] += xv * xv;
           sums[1] += g * xv;
         }
@@ -656,9 +661,9 @@ __global__ void __launch_bounds__(kFusedMaxThreads, kAsyncBoundBlocks<K>)
         for (int j = 0; j < V; ++j) {
           const A xv = unit_acc(xu, j);
           const A dyv = unit_acc(du, j);
-          const A g = dyv * unit_acc(wu, j);
+          const A g = mul_rn(dyv, unit_acc(wu, j));
           const A xhat = xv * r;
-          out[j] = r * (g - xhat * c);
+          out[j] = mul_rn(r, sub_rn(g, mul_rn(xhat, c)));
           dwacc[k][j] += dyv * xhat;
         }
         store_unit(dxr, lo, hidden, dx_aligned, pack_from_acc<T>(out));
@@ -709,7 +714,7 @@ __global__ void __launch_bounds__(kStreamThreads)
 #pragma unroll
     for (int j = 0; j < V; ++j) {
       const A xv = unit_acc(xu, j);
-      const A g = unit_acc(du, j) * unit_acc(wu, j);
+      const A g = mul_rn(unit_acc(du, j), unit_acc(wu, j));
       sums[0] += xv * xv;
       sums[1] += g * xv;
     }
@@ -730,9 +735,9 @@ __global__ void __launch_bounds__(kStreamThreads)
 #pragma unroll
     for (int j = 0; j < V; ++j) {
       const A xv = unit_acc(xu, j);
-      const A g = unit_acc(du, j) * unit_acc(wu, j);
+      const A g = mul_rn(unit_acc(du, j), unit_acc(wu, j));
       const A xhat = xv * r;
-      out[j] = r * (g - xhat * c);
+      out[j] = mul_rn(r, sub_rn(g, mul_rn(xhat, c)));
     }
     store_unit(dxr, lo, hidden, full && dx_aligned, pack_from_acc<T>(out));
   }
