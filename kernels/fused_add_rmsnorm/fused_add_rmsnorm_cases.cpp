@@ -34,7 +34,7 @@ std::vector<CaseSpec> FusedAddRMSNormOp::cases() const {
   using D = DType;
   constexpr bool kCommitted = false, kGenerated = true;
   return {
-      // Committed (golden_data/fused_add_rmsnorm.h5). Every committed case costs ~75 KB of
+      // Committed (golden_data/fused_add_rmsnorm.h5). Every committed case costs ~15-20 KB of
       // HDF5 structure whatever its size, and golden_data/ is nearly full, so only the
       // case the mutant tests need is committed; it catches both CPU mutants.
       make(D::bf16, {3, 65}, 411, "rounding_bias", "x << residual, sums round down: variance from FP32 h; odd hidden",

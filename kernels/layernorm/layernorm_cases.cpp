@@ -32,7 +32,7 @@ CaseSpec make(DType t, std::vector<std::int64_t> shape, std::uint64_t seed, std:
 std::vector<CaseSpec> LayerNormOp::cases() const {
   using D = DType;
   return {
-      // committed: two cases only (each committed case costs ~70 KB of HDF5 metadata whatever its
+      // committed: two cases only (each committed case costs ~15-20 KB of HDF5 metadata whatever its
       // size, and golden_data/ is shared by every op under 8 MiB); they catch the two CPU mutants
       // and give the Misaligned / RowsIndependent replays an odd row length and an aligned one.
       make(D::bf16, {3, 17}, 5, "mean1", "hidden 17 (rows at every 16-byte phase), mean 1: padded lanes must not count"),

@@ -33,7 +33,7 @@ std::vector<CaseSpec> OffsetRMSNormOp::cases() const {
   using D = DType;
   constexpr bool kCommitted = false, kGenerated = true;
   return {
-      // Committed (golden_data/offset_rmsnorm.h5). Every committed case costs ~55 KB of
+      // Committed (golden_data/offset_rmsnorm.h5). Every committed case costs ~15-20 KB of
       // HDF5 structure whatever its size, and golden_data/ is nearly full, so only the
       // case the mutant tests need is committed; it catches both CPU mutants.
       make(D::bf16, {2, 17}, 311, "ones_offset", "x = 1, bf16 w = 3.140625 / 2^-8: 1 + w formed in FP32; odd hidden",

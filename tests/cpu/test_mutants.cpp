@@ -17,7 +17,7 @@ namespace {
 using rmsnorm::Mutant;
 
 struct MutantRun {
-  Verdict verdict = Verdict::not_run;
+  Verdict verdict = Verdict::pass;  // combined with every tensor's verdict
   std::string failing_tensors;
   double worst_ratio = 0;  // max over tensors of target_error / threshold
   std::string worst_detail;
