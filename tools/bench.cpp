@@ -36,6 +36,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cctype>
+#include <climits>
 #include <cstdint>
 #include <map>
 #include <cstdarg>
@@ -177,22 +178,49 @@ std::vector<BenchCase> select_cases(const nlohmann::json& report, const std::str
         std::printf("bench %s %s: skipped: %s\n", op.c_str(), name.c_str(), e.what());
         continue;
       }
-      int64_t elems = 1;
-      if (c.contains("shape") && c["shape"].is_array())
-        for (const auto& d : c["shape"]) elems *= d.is_number_integer() ? d.get<int64_t>() : 0;
-      if (elems < kMinElements) {
-        ++n_small;
-        continue;
-      }
       BenchCase bc;
       bc.op = op;
       bc.name = name;
       bc.file = c["file"].get<std::string>();
+      std::string file_op;
       try {
-        bc.spec = numgate::read_case_attributes(bc.file, name).spec;
+        const numgate::CaseData attrs = numgate::read_case_attributes(bc.file, name);
+        file_op = attrs.op;
+        bc.spec = attrs.spec;
+      } catch (const numgate::FixtureError& e) {
+        std::printf("bench %s %s: skipped: %s\n", op.c_str(), name.c_str(), e.what());
+        continue;
+      }
+      if (file_op != op) {
+        std::printf("bench %s %s: skipped: the report says op '%s' but %s holds op '%s' (stale or edited "
+                    "report: rerun the replay)\n",
+                    op.c_str(), name.c_str(), op.c_str(), bc.file.c_str(), file_op.c_str());
+        continue;
+      }
+      // The size filter uses the fixture's shape (the report's is not trusted), with an
+      // overflow-safe product.
+      int64_t elems = 1;
+      for (auto d : bc.spec.shape) elems = (d > 0 && elems <= INT64_MAX / d) ? elems * d : INT64_MAX;
+      if (elems < kMinElements) {
+        ++n_small;
+        continue;
+      }
+      try {
         bc.shapes = numgate::read_case_tensor_shapes(bc.file, name);
       } catch (const numgate::FixtureError& e) {
         std::printf("bench %s %s: skipped: %s\n", op.c_str(), name.c_str(), e.what());
+        continue;
+      }
+      // Every tensor a pass reads or writes must be in the fixture, or the case cannot run.
+      std::string missing;
+      for (const auto& pass : numgate::find_target(op).passes) {
+        for (const auto* list : {&pass.reads, &pass.outputs})
+          for (const auto& t : *list)
+            if (!bc.shapes.count(t)) missing += " " + t;
+      }
+      if (!missing.empty()) {
+        std::printf("bench %s %s: skipped: tensors missing from the fixture:%s\n", op.c_str(), name.c_str(),
+                    missing.c_str());
         continue;
       }
       auto same = std::find_if(out.begin(), out.end(), [&](const BenchCase& o) {

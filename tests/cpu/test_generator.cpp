@@ -97,6 +97,33 @@ TEST(Generator, CheckNamesEveryStaleCase) {
   EXPECT_NE(r.output.find("3 stale case(s)"), std::string::npos) << r.output;
 }
 
+TEST(Generator, CheckFailsOnAFileLevelFormulaVersionAlone) {
+  // Every case current, only the file's own formula_version differs: still stale.
+  const fs::path d = scratch("file_version");
+  const std::string src = testing::golden_dir() + "/offset_rmsnorm.h5";
+  const FixtureFileInfo info = read_fixture_info(src);
+  std::vector<CaseData> cases;
+  for (const auto& n : info.cases) cases.push_back(read_case(src, n));
+  write_fixture_file((d / "offset_rmsnorm.h5").string(), "offset_rmsnorm", info.formula_version + 1, cases, true);
+  const CliRun r = run("--check --op offset_rmsnorm --out-dir " + d.string());
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("every case is stale"), std::string::npos) << r.output;
+}
+
+TEST(Generator, WritingRemovesTemporariesOfKilledWriters) {
+  // A writer killed mid-write leaves <file>.tmp.<pid>; the next write removes it when
+  // that process is gone, and keeps the temporary of a process that is alive.
+  const fs::path d = scratch("orphans");
+  const fs::path file = d / "t.h5";
+  const fs::path dead = d / "t.h5.tmp.2147483646", alive = d / "t.h5.tmp.1";  // pid 1 always exists
+  std::ofstream(dead) << "half";
+  std::ofstream(alive) << "in use";
+  write_tensors(file.string(), {{"a", Tensor(DType::fp32, {1})}});
+  EXPECT_FALSE(fs::exists(dead));
+  EXPECT_TRUE(fs::exists(alive));
+  EXPECT_TRUE(fs::exists(file));
+}
+
 TEST(Generator, CheckOnAMissingFileFailsWithTheFix) {
   const CliRun r = run("--check --out-dir " + scratch("empty").string());
   EXPECT_NE(r.code, 0);

@@ -51,7 +51,7 @@ std::vector<CaseData> committed_layernorm_cases() {
 }
 
 // The small production cases (golden_data/ is too tight to commit them: every committed
-// case costs ~70 KB of HDF5 metadata), materialized in memory: cheap on the CPU, so their
+// case costs ~15-20 KB of HDF5 metadata), materialized in memory: cheap on the CPU, so their
 // oracles and mutants are checked here too, not only on a GPU machine.
 constexpr std::size_t kInMemoryLimit = 70000;  // elements of x
 std::vector<CaseData> small_production_cases() {
