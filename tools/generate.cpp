@@ -58,10 +58,7 @@ bool provenance_current(const std::string& path, const Op& op, const std::vector
     for (const auto& c : cases) {
       const CaseData d = read_case_attributes(path, c.name);
       if (d.spec.seed != c.seed || d.spec.shape != c.shape || d.spec.dtype != c.dtype || d.spec.params != c.params ||
-          d.spec.pattern != c.pattern || d.spec.gate.fudge_factor != c.gate.fudge_factor ||
-          d.spec.gate.project_atol != c.gate.project_atol ||
-          d.spec.gate.max_reference_relative_error != c.gate.max_reference_relative_error ||
-          d.spec.gate.ulp_limit != c.gate.ulp_limit)
+          d.spec.pattern != c.pattern || d.spec.gate != c.gate)
         return false;
     }
     return true;

@@ -44,6 +44,7 @@ enum class Mutant {
   none,                            ///< the correct reference
   variance_from_rounded_residual,  ///< ss = sum dtype(h)^2: variance from residual_out (cast timing)
   residual_grad_dropped,           ///< dx without + d_residual_out (the residual branch's gradient lost)
+  residual_out_toward_zero,        ///< residual_out = the exact sum rounded toward zero (wrong rounding mode)
 };
 const char* mutant_name(Mutant m);
 

@@ -167,6 +167,24 @@ TEST(Gate, ElementwiseUlpRuleFailsBeyondTheDeclaredLimitEvenInsideTheThreshold) 
   EXPECT_NE(describe(r, c).find("ULP vs rounded golden (limit 1)"), std::string::npos) << describe(r, c);
 }
 
+TEST(Gate, PerTensorUlpRuleAppliesToItsTensorOnly) {
+  CaseSpec c = spec(DType::bf16);
+  c.gate.tensor_ulp_limits = {{"residual_out", 0}};
+  c.gate.project_atol = 1.0;  // a threshold that would let everything through
+  const auto g = gold({1.0, 2.0, 3.0});
+  const auto ref = make(DType::bf16, {1.0, 2.0, 3.0});
+  auto one = make(DType::bf16, {1.0078125, 2.0, 3.0});  // 1 ULP off
+  auto r = evaluate_gate("residual_out", c, g, ref, &one);
+  EXPECT_EQ(r.params.ulp_limit, 0);
+  EXPECT_EQ(r.max_ulp, 1);
+  EXPECT_EQ(r.verdict, Verdict::fail);
+  EXPECT_NE(describe(r, c).find("ULP vs rounded golden (limit 0)"), std::string::npos) << describe(r, c);
+  r = evaluate_gate("y", c, g, ref, &one);  // no rule for y: max-abs gate only
+  EXPECT_EQ(r.params.ulp_limit, -1);
+  EXPECT_EQ(r.max_ulp, -1);
+  EXPECT_EQ(r.verdict, Verdict::pass);
+}
+
 TEST(Gate, WithoutTargetReportsValidityAndNotRun) {
   const auto g = gold({1.0, 2.0, 3.0});
   const auto ref = make(DType::bf16, {1.0, 2.0, 3.0});

@@ -195,6 +195,19 @@ TEST(FusedAddRMSNormMutants, ResidualGradientDroppedIsCaught) {
                 });
 }
 
+TEST(FusedAddRMSNormMutants, ResidualOutRoundedTowardZeroIsCaught) {
+  // A wrong rounding mode for residual_out: within max-abs 2x the rounding floor (the
+  // reference's error) almost everywhere, so only the declared 0-ULP rule for residual_out
+  // catches it, on every case where some sum rounds away from zero under round-to-nearest:
+  // all but the 1x1 cases and the rounding_bias ones (built so that every sum rounds
+  // toward zero anyway).
+  using M = fused_add_rmsnorm::Mutant;
+  expect_caught("fused_add_rmsnorm", fused_add_rmsnorm::mutant_name(M::residual_out_toward_zero),
+                fused_variant(M::residual_out_toward_zero), [](const CaseData& c) {
+                  return c.spec.pattern != "rounding_bias" && c.inputs.at("x").numel() > 1;
+                });
+}
+
 TEST(FusedAddRMSNormMutants, TheCorrectReferenceIsNotCaught) {
   expect_control_passes("fused_add_rmsnorm", fused_variant(fused_add_rmsnorm::Mutant::none));
 }

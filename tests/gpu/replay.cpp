@@ -60,10 +60,7 @@ std::string staleness(const CaseData& c) {
   for (const auto& d : op->cases()) {
     if (d.name != c.spec.name) continue;
     if (d.dtype != c.spec.dtype || d.shape != c.spec.shape || d.seed != c.spec.seed || d.pattern != c.spec.pattern ||
-        d.params != c.spec.params || d.production != c.spec.production ||
-        d.gate.fudge_factor != c.spec.gate.fudge_factor || d.gate.project_atol != c.spec.gate.project_atol ||
-        d.gate.max_reference_relative_error != c.spec.gate.max_reference_relative_error ||
-        d.gate.ulp_limit != c.spec.gate.ulp_limit)
+        d.params != c.spec.params || d.production != c.spec.production || d.gate != c.spec.gate)
       return "its declaration (dtype, shape, seed, pattern, parameters or gate parameters) changed in the code";
     return {};
   }
