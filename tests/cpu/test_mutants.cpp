@@ -7,7 +7,7 @@
 #include <cmath>
 #include <iostream>
 
-#include "committed.h"
+#include "mutant_testbed.h"
 #include "numgate/gate.h"
 #include "rmsnorm/rmsnorm_oracle.h"
 
@@ -16,37 +16,13 @@ namespace {
 
 using rmsnorm::Mutant;
 
-struct MutantRun {
-  Verdict verdict = Verdict::pass;  // combined with every tensor's verdict
-  std::string failing_tensors;
-  double worst_ratio = 0;  // max over tensors of target_error / threshold
-  std::string worst_detail;
-};
+using testing::MutantRun;
 
 MutantRun gate_mutant(const CaseData& c, Mutant m) {
-  const auto out = rmsnorm::reference_variant(c.spec, c.inputs, m);
-  MutantRun run;
-  for (const auto& t : c.output_names) {
-    const GateResult r = evaluate_gate(t, c.spec, c.golden.at(t), c.reference.at(t), &out.at(t));
-    run.verdict = combine(run.verdict, r.verdict);
-    if (r.verdict == Verdict::fail) run.failing_tensors += " " + t;
-    const double ratio = r.threshold > 0 ? r.target_error / r.threshold : (r.target_error > 0 ? INFINITY : 0);
-    if (ratio >= run.worst_ratio) {
-      run.worst_ratio = ratio;
-      run.worst_detail = describe(r, c.spec);
-    }
-  }
-  return run;
+  return testing::gate_outputs(c, rmsnorm::reference_variant(c.spec, c.inputs, m));
 }
 
-std::vector<CaseData> rmsnorm_cases() {
-  std::vector<CaseData> v;
-  for (const auto& cc : testing::committed_cases()) {
-    CaseData c = read_case(cc.file, cc.name);
-    if (c.op == "rmsnorm") v.push_back(std::move(c));
-  }
-  return v;
-}
+std::vector<CaseData> rmsnorm_cases() { return testing::committed_cases_of("rmsnorm"); }
 
 // Requires FAIL on every case `must_fail` selects, and at least one such case.
 void expect_caught(Mutant m, bool (*must_fail)(const CaseData&)) {

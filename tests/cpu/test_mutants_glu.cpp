@@ -9,7 +9,7 @@
 #include <cmath>
 #include <iostream>
 
-#include "committed.h"
+#include "mutant_testbed.h"
 #include "glu/glu_math.h"
 #include "glu/glu_oracle.h"
 #include "numgate/gate.h"
@@ -19,30 +19,14 @@ namespace {
 
 using glu::Mutant;
 
-std::vector<CaseData> glu_cases(const std::string& op) {
-  std::vector<CaseData> v;
-  for (const auto& cc : testing::committed_cases()) {
-    CaseData c = read_case(cc.file, cc.name);
-    if (c.op == op) v.push_back(std::move(c));
-  }
-  return v;
-}
+std::vector<CaseData> glu_cases(const std::string& op) { return testing::committed_cases_of(op); }
 
 // The small generated (production = true) cases, materialized in memory: golden_data/ is
 // too tight to commit them, and they are cheap on the CPU, so their oracles are checked
 // here too, not only on a GPU machine.
 constexpr std::size_t kInMemoryLimit = 100000;  // elements of a
-std::vector<CaseData> small_generated_cases(const std::string& name) {
-  std::vector<CaseData> v;
-  for (const auto& op : all_ops()) {
-    if (op->name() != name) continue;
-    for (const CaseSpec& s : op->cases()) {
-      std::size_t n = 1;
-      for (auto d : s.shape) n *= static_cast<std::size_t>(d);
-      if (s.production && n <= kInMemoryLimit) v.push_back(materialize(*op, s));
-    }
-  }
-  return v;
+std::vector<CaseData> small_generated_cases(const std::string& op) {
+  return testing::small_generated_cases_of(op, kInMemoryLimit);
 }
 
 /// Committed cases, then the small generated ones.
@@ -52,26 +36,10 @@ std::vector<CaseData> all_small_cases(const std::string& op) {
   return v;
 }
 
-struct MutantRun {
-  Verdict verdict = Verdict::pass;
-  std::string failing_tensors, worst_detail;
-  double worst_ratio = 0;
-};
+using testing::MutantRun;
 
 MutantRun gate_mutant(const CaseData& c, Mutant m) {
-  const auto out = glu::reference_variant(c.op, c.spec, c.inputs, m);
-  MutantRun run;
-  for (const auto& t : c.output_names) {
-    const GateResult r = evaluate_gate(t, c.spec, c.golden.at(t), c.reference.at(t), &out.at(t));
-    run.verdict = combine(run.verdict, r.verdict);
-    if (r.verdict == Verdict::fail) run.failing_tensors += " " + t;
-    const double ratio = r.threshold > 0 ? r.target_error / r.threshold : (r.target_error > 0 ? INFINITY : 0);
-    if (ratio >= run.worst_ratio) {
-      run.worst_ratio = ratio;
-      run.worst_detail = describe(r, c.spec);
-    }
-  }
-  return run;
+  return testing::gate_outputs(c, glu::reference_variant(c.op, c.spec, c.inputs, m));
 }
 
 // Requires FAIL on every case `must_fail` selects, and at least one such case.

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <iostream>
 
-#include "committed.h"
+#include "mutant_testbed.h"
 #include "layernorm/layernorm_oracle.h"
 #include "numgate/gate.h"
 
@@ -16,53 +16,19 @@ namespace {
 
 using layernorm::Mutant;
 
-struct MutantRun {
-  Verdict verdict = Verdict::pass;  // combined with every tensor's verdict
-  std::string failing_tensors;
-  double worst_ratio = 0;  // max over tensors of target_error / threshold
-  std::string worst_detail;
-};
+using testing::MutantRun;
 
 MutantRun gate_mutant(const CaseData& c, Mutant m) {
-  const auto out = layernorm::reference_variant(c.spec, c.inputs, m);
-  MutantRun run;
-  for (const auto& t : c.output_names) {
-    const GateResult r = evaluate_gate(t, c.spec, c.golden.at(t), c.reference.at(t), &out.at(t));
-    run.verdict = combine(run.verdict, r.verdict);
-    if (r.verdict == Verdict::fail) run.failing_tensors += " " + t;
-    const double ratio = r.threshold > 0 ? r.target_error / r.threshold : (r.target_error > 0 ? INFINITY : 0);
-    if (run.worst_detail.empty() || (r.verdict == Verdict::fail && run.failing_tensors == " " + t) ||
-        (r.verdict != Verdict::fail && run.failing_tensors.empty() && ratio >= run.worst_ratio)) {
-      run.worst_ratio = ratio;
-      run.worst_detail = describe(r, c.spec);
-    }
-  }
-  return run;
+  return testing::gate_outputs(c, layernorm::reference_variant(c.spec, c.inputs, m));
 }
 
-// The committed layernorm cases (golden_data/layernorm.h5), read from disk.
-std::vector<CaseData> committed_layernorm_cases() {
-  std::vector<CaseData> v;
-  for (const auto& cc : testing::committed_cases()) {
-    CaseData c = read_case(cc.file, cc.name);
-    if (c.op == "layernorm") v.push_back(std::move(c));
-  }
-  return v;
-}
+std::vector<CaseData> committed_layernorm_cases() { return testing::committed_cases_of("layernorm"); }
 
-// The small production cases (golden_data/ is too tight to commit them: every committed
-// case costs ~15-20 KB of HDF5 metadata), materialized in memory: cheap on the CPU, so their
-// oracles and mutants are checked here too, not only on a GPU machine.
+// The small generated cases (golden_data/ is too tight to commit them), materialized in
+// memory: their oracles and mutants are checked here too, not only on a GPU machine.
 constexpr std::size_t kInMemoryLimit = 70000;  // elements of x
 std::vector<CaseData> small_production_cases() {
-  const layernorm::LayerNormOp op;
-  std::vector<CaseData> v;
-  for (const CaseSpec& s : op.cases()) {
-    std::size_t n = 1;
-    for (auto d : s.shape) n *= static_cast<std::size_t>(d);
-    if (s.production && n <= kInMemoryLimit) v.push_back(materialize(op, s));
-  }
-  return v;
+  return testing::small_generated_cases_of("layernorm", kInMemoryLimit);
 }
 
 // Requires FAIL on every case `must_fail` selects (committed and small production), and

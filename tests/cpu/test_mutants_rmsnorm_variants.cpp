@@ -10,7 +10,7 @@
 #include <iostream>
 #include <set>
 
-#include "committed.h"
+#include "mutant_testbed.h"
 #include "fused_add_rmsnorm/fused_add_rmsnorm_oracle.h"
 #include "numgate/gate.h"
 #include "offset_rmsnorm/offset_rmsnorm_oracle.h"
@@ -21,27 +21,8 @@ namespace {
 using Outputs = std::map<std::string, Tensor>;
 using Variant = std::function<Outputs(const CaseData&)>;
 
-struct MutantRun {
-  Verdict verdict = Verdict::pass;  // combined with each tensor's verdict, worst first
-  std::string failing_tensors;
-  double worst_ratio = 0;
-  std::string worst_detail;
-};
-
-MutantRun gate_outputs(const CaseData& c, const Outputs& out) {
-  MutantRun run;
-  for (const auto& t : c.output_names) {
-    const GateResult r = evaluate_gate(t, c.spec, c.golden.at(t), c.reference.at(t), &out.at(t));
-    run.verdict = combine(run.verdict, r.verdict);
-    if (r.verdict == Verdict::fail) run.failing_tensors += " " + t;
-    const double ratio = r.threshold > 0 ? r.target_error / r.threshold : (r.target_error > 0 ? INFINITY : 0);
-    if (ratio >= run.worst_ratio) {
-      run.worst_ratio = ratio;
-      run.worst_detail = describe(r, c.spec);
-    }
-  }
-  return run;
-}
+using testing::gate_outputs;
+using testing::MutantRun;
 
 // The committed cases of `op` (golden_data/), then its small generated cases (declared
 // with production = true only to keep golden_data/ small), materialized here on the CPU
@@ -55,18 +36,9 @@ const OpCases& op_cases(const std::string& op) {
   auto it = cache.find(op);
   if (it != cache.end()) return it->second;
   OpCases oc;
-  for (const auto& cc : testing::committed_cases()) {
-    CaseData c = read_case(cc.file, cc.name);
-    if (c.op != op) continue;
-    oc.committed.insert(c.spec.name);
-    oc.all.push_back(std::move(c));
-  }
-  const Op& o = find_op(op);
-  for (const CaseSpec& spec : o.cases()) {
-    std::int64_t numel = 1;
-    for (auto s : spec.shape) numel *= s;
-    if (spec.production && numel <= 100000) oc.all.push_back(materialize(o, spec));
-  }
+  oc.all = testing::committed_cases_of(op);
+  for (const auto& c : oc.all) oc.committed.insert(c.spec.name);
+  for (auto& c : testing::small_generated_cases_of(op, 100000)) oc.all.push_back(std::move(c));
   return cache.emplace(op, std::move(oc)).first->second;
 }
 const std::vector<CaseData>& cases_of(const std::string& op) { return op_cases(op).all; }
