@@ -40,6 +40,82 @@ TEST(HDF5, EveryBf16AndFp16BitPatternRoundTripsUnchanged) {
   EXPECT_FALSE(std::filesystem::exists(path + ".tmp." + std::to_string(::getpid())));
 }
 
+TEST(HDF5, I64IndexTensorsRoundTripUnchangedAndPromoteExactly) {
+  // Index inputs (token positions, class targets) are signed 64-bit integers in the file,
+  // told apart from the float dtypes by their HDF5 class.
+  const std::vector<std::int64_t> values = {0, 1, -1, -100, 32767, 151935, std::int64_t{1} << 31,
+                                            -(std::int64_t{1} << 31) - 1, std::int64_t{1} << 53,
+                                            INT64_MAX, INT64_MIN};
+  Tensor t(DType::i64, {static_cast<std::int64_t>(values.size())});
+  std::memcpy(t.bytes.data(), values.data(), values.size() * 8);
+  const std::string path = temp_path("i64.h5");
+  write_tensors(path, {{"targets", t}});
+  const Tensor back = read_tensor(path, "targets");
+  EXPECT_EQ(back.dtype, DType::i64);
+  EXPECT_TRUE(back.bytes == t.bytes) << "i64 values changed through HDF5";
+  const Tensor p = t.to(DType::fp64);
+  for (std::size_t i = 0; i + 2 < values.size(); ++i)  // |v| <= 2^53: exact
+    EXPECT_EQ(p.get(i), static_cast<double>(values[i])) << values[i];
+  EXPECT_EQ(parse_dtype("i64"), DType::i64);
+  EXPECT_EQ(dtype_size(DType::i64), 8u);
+  Tensor s(DType::i64, {3});
+  s.set(0, 2.5);   // ties to even
+  s.set(1, -7.0);
+  s.set(2, 1e300); // saturates
+  EXPECT_EQ(s.get(0), 2.0);
+  EXPECT_EQ(s.get(1), -7.0);
+  std::int64_t top = 0;
+  std::memcpy(&top, s.bytes.data() + 16, 8);
+  EXPECT_EQ(top, INT64_MAX);
+}
+
+// A minimal op with an i64 index input (a gather: y[i] = x[idx[i]]), to carry an index
+// tensor through the whole fixture path: draw, promote, write, read, compare.
+class GatherOp final : public Op {
+ public:
+  std::string name() const override { return "gather_test"; }
+  int formula_version() const override { return 1; }
+  std::vector<std::string> input_names() const override { return {"x", "idx"}; }
+  std::vector<std::string> output_names() const override { return {"y"}; }
+  std::vector<CaseSpec> cases() const override { return {}; }
+  std::map<std::string, Tensor> make_inputs(const CaseSpec& c) const override {
+    Tensor x(c.dtype, {8}), idx(DType::i64, {5});
+    for (std::size_t i = 0; i < 8; ++i) x.set(i, 0.25 * static_cast<double>(i) - 1.0);
+    const double picks[5] = {7, 0, 3, 3, 5};
+    for (std::size_t i = 0; i < 5; ++i) idx.set(i, picks[i]);
+    return {{"x", x}, {"idx", idx}};
+  }
+  std::map<std::string, GoldenTensor> golden(const CaseSpec&, const std::map<std::string, Tensor>& in) const override {
+    GoldenTensor g;
+    g.value = Tensor(DType::fp64, {5});
+    for (std::size_t i = 0; i < 5; ++i)
+      g.value.set(i, in.at("x").get(static_cast<std::size_t>(in.at("idx").get(i))));
+    g.abs_terms = g.value;
+    for (std::size_t i = 0; i < 5; ++i) g.abs_terms.set(i, std::fabs(g.value.get(i)));
+    return {{"y", g}};
+  }
+  std::map<std::string, Tensor> reference(const CaseSpec& c, const std::map<std::string, Tensor>& in) const override {
+    Tensor y(c.dtype, {5});
+    for (std::size_t i = 0; i < 5; ++i) y.set(i, in.at("x").get(static_cast<std::size_t>(in.at("idx").get(i))));
+    return {{"y", y}};
+  }
+};
+
+TEST(HDF5, CaseWithAnI64IndexInputRoundTripsThroughAFixtureFile) {
+  CaseSpec spec;
+  spec.name = "bf16_gather";
+  spec.dtype = DType::bf16;
+  spec.shape = {8};
+  const CaseData c = materialize(GatherOp{}, spec);
+  ASSERT_EQ(c.inputs.at("idx").dtype, DType::i64);
+  const std::string path = temp_path("gather.h5");
+  write_fixture_file(path, "gather_test", 1, {c}, true);
+  const CaseData back = read_case(path, "bf16_gather");
+  EXPECT_TRUE(compare_cases(c, back).empty());
+  EXPECT_EQ(back.inputs.at("idx").dtype, DType::i64);
+  EXPECT_EQ(back.golden.at("y").value.get(0), 0.75);  // x[7] = 0.25 * 7 - 1
+}
+
 TEST(DType, Bf16RoundingMatchesRoundNearestEvenOnFp32Bits) {
   const RandomStream rs(123, 9);
   for (std::uint64_t i = 0; i < 200000; ++i) {
