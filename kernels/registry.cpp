@@ -11,6 +11,9 @@
 // [include:rmsnorm_variants]
 #include "layernorm/layernorm_oracle.h"
 // [include:layernorm]
+#include "softmax/softmax_oracle.h"
+// [include:softmax]
+// [include:rope]
 
 namespace numgate {
 
@@ -26,6 +29,9 @@ const std::vector<std::unique_ptr<Op>>& all_ops() {
     // [ops:rmsnorm_variants]
     v.push_back(std::make_unique<layernorm::LayerNormOp>());
     // [ops:layernorm]
+    v.push_back(std::make_unique<softmax::SoftmaxOp>());
+    // [ops:softmax]
+    // [ops:rope]
     return v;
   }();
   return ops;

@@ -43,6 +43,10 @@ struct TargetOp {
   /// Rows of the case (product of all dims but the last) and row length; used by the
   /// row-independence replay, which launches single rows at their own addresses.
   std::function<std::int64_t(const CaseSpec&)> rows;
+  /// Optional: the case row r is launched as ALONE in the row-independence replay (shape
+  /// [1, row length]). Unset: the case with shape {1, hidden}. Ops whose rows depend on
+  /// their position (causal and per-query masks, RoPE) carry the position in params here.
+  std::function<CaseSpec(const CaseSpec&, std::int64_t row)> row_case;
 };
 
 /// The target of op `name`; throws std::invalid_argument listing the known targets.

@@ -12,6 +12,9 @@ namespace fused_add_rmsnorm { TargetOp make_target(); }
 // [decl:rmsnorm_variants]
 namespace layernorm { TargetOp make_target(); }
 // [decl:layernorm]
+namespace softmax { TargetOp make_target(); }
+// [decl:softmax]
+// [decl:rope]
 
 const TargetOp& find_target(const std::string& name) {
   static const std::vector<TargetOp> targets = {
@@ -24,6 +27,9 @@ const TargetOp& find_target(const std::string& name) {
       // [targets:rmsnorm_variants]
       layernorm::make_target(),
       // [targets:layernorm]
+      softmax::make_target(),
+      // [targets:softmax]
+      // [targets:rope]
   };
   std::string known;
   for (const auto& t : targets) {

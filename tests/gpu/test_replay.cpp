@@ -181,9 +181,10 @@ TEST_P(Replay, RowsIndependent) {
           bufs[t]->poison(0xFF);
           ptrs[t] = bufs[t]->data();
         }
-        const std::size_t ws_bytes = pass.workspace_bytes(one);
+        const CaseSpec row_spec = target.row_case ? target.row_case(c.spec, r) : one;
+        const std::size_t ws_bytes = pass.workspace_bytes(row_spec);
         DeviceBuffer ws(std::max<std::size_t>(ws_bytes, 1), phase);
-        testing::cuda_check(pass.launch(one, ptrs, ws.data(), ws_bytes, nullptr), "kernel launch");
+        testing::cuda_check(pass.launch(row_spec, ptrs, ws.data(), ws_bytes, nullptr), "kernel launch");
         testing::cuda_check(cudaDeviceSynchronize(), "kernel execution");
         for (const auto& [n, b] : bufs)
           if (const std::string d = b->guard_damage(); !d.empty())
@@ -218,6 +219,9 @@ INSTANTIATE_TEST_SUITE_P(FusedAddRMSNorm, Replay, ::testing::ValuesIn(cases_of("
 // [instantiate:rmsnorm_variants]
 INSTANTIATE_TEST_SUITE_P(LayerNorm, Replay, ::testing::ValuesIn(cases_of("layernorm")), case_name);
 // [instantiate:layernorm]
+INSTANTIATE_TEST_SUITE_P(Softmax, Replay, ::testing::ValuesIn(cases_of("softmax")), case_name);
+// [instantiate:softmax]
+// [instantiate:rope]
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Replay);
 
 // ---- the report ------------------------------------------------------------------------

@@ -1,0 +1,271 @@
+/*
+Softmax forward and backward kernels (the numgate target kernels for softmax). The op,
+masking rules and numerics contract are in softmax.cuh (and softmax_oracle.h, whose
+reference this mirrors operation for operation).
+
+Design.
+
+  One block of 256 threads per row (grid.x = rows). A row of T starting at address p is
+  viewed on the virtual 16-byte grid of common/cuda_utils.cuh: it starts
+  shift = (p % 16) / sizeof(T) elements before p, unit u covers row elements
+  [u*VEC - shift, (u+1)*VEC - shift) clipped to [0, k_len), VEC = 16 / sizeof(T). The grid is
+  chosen from x (forward) or y (backward), whose full units are therefore 16-byte aligned;
+  every other tensor moves as 16-byte vectors only where its own address is on the same
+  grid (checked once per row), element by element otherwise and for partial units. Thread
+  t owns units t, t + 256, ...
+
+  forward, per row, three sweeps over x (the first from DRAM, the others mostly L1/L2 hits):
+    1. m = block max of z over the unmasked elements (NaN-propagating: a shuffle butterfly
+       of a symmetric max, so every lane agrees bitwise);
+    2. s = block sum of e_j = exp(z_j - m) (per-thread sequential, then block_sum);
+    3. y_j = T(e_j / s), recomputing e_j bitwise identically; masked elements and rows with
+       m == -inf write exact zeros.
+  Why not online (max, sum) in one sweep: its rescaling s * exp(m_old - m_new) adds
+  |m_old - m_new| * u of relative error to s that the reference (which exponentiates once
+  against the final max) does not make; for fp32 outputs the gate's threshold is a few
+  FP32 ulps, so the kernel recomputes the exponentials instead. Caching the row in
+  registers/shared memory (one DRAM sweep) is a possible optimization, not done.
+
+  backward, per row, two sweeps: dot = block sum of dy_j * y_j; dx_j = T(scale * (y_j * (dy_j - dot))).
+
+Limits: see softmax.cuh. Build without --use_fast_math (the contract names div_rn etc.
+explicitly, so it would not change them, but exp would still be the FP64 libdevice one).
+*/
+
+#include "softmax/softmax.cuh"
+
+#include <cfloat>
+#include <cstdint>
+
+#include "common/cuda_utils.cuh"
+
+namespace numgate::softmax {
+namespace {
+
+using numgate::device::acc_t;
+using numgate::device::add_rn;
+using numgate::device::block_sum;
+using numgate::device::div_rn;
+using numgate::device::from_acc;
+using numgate::device::grid_is_aligned;
+using numgate::device::grid_shift;
+using numgate::device::kVec;
+using numgate::device::load_unit;
+using numgate::device::mul_rn;
+using numgate::device::pack_from_acc;
+using numgate::device::store_unit;
+using numgate::device::sub_rn;
+using numgate::device::Unit;
+using numgate::device::unit_acc;
+using numgate::device::unit_is_full;
+
+constexpr int kThreads = 256;
+
+/// The dtype's lowest finite value, in acc: a mask value at or below it masks out.
+template <typename T>
+__device__ __forceinline__ acc_t<T> lowest_finite() {
+  if constexpr (std::is_same_v<T, __half>) {
+    return -65504.0f;
+  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    return -3.3895313892515355e38f;
+  } else if constexpr (std::is_same_v<T, float>) {
+    return -FLT_MAX;
+  } else {
+    return -DBL_MAX;
+  }
+}
+
+/// NaN-propagating max, symmetric in its arguments up to the NaN payload.
+template <typename A>
+__device__ __forceinline__ A max_nan(A a, A b) {
+  if (a != a) return a;
+  if (b != b) return b;
+  return a > b ? a : b;
+}
+
+/// exp(d) in acc, as the reference computes it: for float, FP64 exp rounded once to float.
+__device__ __forceinline__ float exp_acc(float d) { return __double2float_rn(exp(static_cast<double>(d))); }
+__device__ __forceinline__ double exp_acc(double d) { return exp(d); }
+
+/// Block-wide NaN-propagating max (every thread gets the result). smem: 32 values.
+template <typename A>
+__device__ __forceinline__ A block_max(A v, A* smem) {
+  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
+  const int nwarps = static_cast<int>(blockDim.x) >> 5;
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) v = max_nan(v, __shfl_xor_sync(0xffffffffu, v, off));
+  if (lane == 0) smem[warp] = v;
+  __syncthreads();
+  v = lane < nwarps ? smem[lane] : A(-INFINITY);
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) v = max_nan(v, __shfl_xor_sync(0xffffffffu, v, off));
+  __syncthreads();
+  return v;
+}
+
+/// Visits the unmasked elements of the unit at lo: f(slot, z_j) for each.
+template <typename T, typename F>
+__device__ __forceinline__ void for_each_unmasked(const Unit<T>& ux, const Unit<T>& um, int lo, int k_len,
+                                                  int mask_mode, int64_t last_key, acc_t<T> sf, F&& f) {
+  using A = acc_t<T>;
+#pragma unroll
+  for (int j = 0; j < kVec<T>; ++j) {
+    const int idx = lo + j;
+    if (idx < 0 || idx >= k_len) continue;
+    if (mask_mode == 1 && idx > last_key) continue;
+    A z = mul_rn(unit_acc(ux, j), sf);
+    if (mask_mode == 2) {
+      const A b = unit_acc(um, j);
+      if (b <= lowest_finite<T>()) continue;
+      z = add_rn(z, b);
+    }
+    f(j, z);
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads) forward_kernel(const T* __restrict__ x, const T* __restrict__ mask,
+                                                           T* __restrict__ y, int64_t q_len, int k_len,
+                                                           acc_t<T> sf, int mask_mode, int64_t row_offset) {
+  using A = acc_t<T>;
+  constexpr int VEC = kVec<T>;
+  __shared__ A smem_max[32];
+  __shared__ A smem_sum[1][32];
+  const int64_t r = blockIdx.x;
+  const T* xr = x + r * k_len;
+  T* yr = y + r * k_len;
+  const int64_t qi = (row_offset + r) % q_len;
+  const T* mr = mask_mode == 2 ? mask + qi * k_len : nullptr;
+  const int64_t last_key = qi + k_len - q_len;  // causal: keys j <= last_key are visible
+  const int shift = grid_shift(xr);
+  const int nunits = (k_len + shift + VEC - 1) / VEC;
+  const bool mask_al = mr != nullptr && grid_is_aligned(mr, shift);
+  const bool y_al = grid_is_aligned(static_cast<const T*>(yr), shift);
+  auto load_mask = [&](int lo, bool full) {
+    return mask_mode == 2 ? load_unit(mr, lo, k_len, full && mask_al) : numgate::device::zero_unit<T>();
+  };
+
+  // 1. max
+  A m = A(-INFINITY);
+  for (int u = threadIdx.x; u < nunits; u += kThreads) {
+    const int lo = u * VEC - shift;
+    const bool full = unit_is_full<T>(lo, k_len);
+    const Unit<T> ux = load_unit(xr, lo, k_len, full), um = load_mask(lo, full);
+    for_each_unmasked(ux, um, lo, k_len, mask_mode, last_key, sf, [&](int, A z) { m = max_nan(m, z); });
+  }
+  m = block_max(m, smem_max);
+  const bool empty = m == A(-INFINITY);
+
+  // 2. sum of exponentials (skipped for an empty row: it would be exp(-inf - -inf) = NaN)
+  A s[1] = {A(0)};
+  if (!empty) {
+    for (int u = threadIdx.x; u < nunits; u += kThreads) {
+      const int lo = u * VEC - shift;
+      const bool full = unit_is_full<T>(lo, k_len);
+      const Unit<T> ux = load_unit(xr, lo, k_len, full), um = load_mask(lo, full);
+      for_each_unmasked(ux, um, lo, k_len, mask_mode, last_key, sf,
+                        [&](int, A z) { s[0] = add_rn(s[0], exp_acc(sub_rn(z, m))); });
+    }
+  }
+  block_sum<1>(s, smem_sum);  // every thread takes part (uniform: `empty` is block-wide)
+
+  // 3. y
+  for (int u = threadIdx.x; u < nunits; u += kThreads) {
+    const int lo = u * VEC - shift;
+    const bool full = unit_is_full<T>(lo, k_len);
+    A v[VEC];
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) v[j] = A(0);
+    if (!empty) {
+      const Unit<T> ux = load_unit(xr, lo, k_len, full), um = load_mask(lo, full);
+      for_each_unmasked(ux, um, lo, k_len, mask_mode, last_key, sf,
+                        [&](int j, A z) { v[j] = div_rn(exp_acc(sub_rn(z, m)), s[0]); });
+    }
+    store_unit(yr, lo, k_len, full && y_al, pack_from_acc<T>(v));
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads) backward_kernel(const T* __restrict__ y, const T* __restrict__ dy,
+                                                            T* __restrict__ dx, int k_len, acc_t<T> sf) {
+  using A = acc_t<T>;
+  constexpr int VEC = kVec<T>;
+  __shared__ A smem_sum[1][32];
+  const int64_t r = blockIdx.x;
+  const T* yr = y + r * k_len;
+  const T* dyr = dy + r * k_len;
+  T* dxr = dx + r * k_len;
+  const int shift = grid_shift(yr);
+  const int nunits = (k_len + shift + VEC - 1) / VEC;
+  const bool dy_al = grid_is_aligned(dyr, shift);
+  const bool dx_al = grid_is_aligned(static_cast<const T*>(dxr), shift);
+
+  A dot[1] = {A(0)};
+  for (int u = threadIdx.x; u < nunits; u += kThreads) {
+    const int lo = u * VEC - shift;
+    const bool full = unit_is_full<T>(lo, k_len);
+    const Unit<T> uy = load_unit(yr, lo, k_len, full), ud = load_unit(dyr, lo, k_len, full && dy_al);
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) {
+      const int idx = lo + j;
+      if (idx >= 0 && idx < k_len) dot[0] = add_rn(dot[0], mul_rn(unit_acc(ud, j), unit_acc(uy, j)));
+    }
+  }
+  block_sum<1>(dot, smem_sum);
+
+  for (int u = threadIdx.x; u < nunits; u += kThreads) {
+    const int lo = u * VEC - shift;
+    const bool full = unit_is_full<T>(lo, k_len);
+    const Unit<T> uy = load_unit(yr, lo, k_len, full), ud = load_unit(dyr, lo, k_len, full && dy_al);
+    A v[VEC];
+#pragma unroll
+    for (int j = 0; j < VEC; ++j)
+      v[j] = mul_rn(sf, mul_rn(unit_acc(uy, j), sub_rn(unit_acc(ud, j), dot[0])));
+    store_unit(dxr, lo, k_len, full && dx_al, pack_from_acc<T>(v));
+  }
+}
+
+template <typename T>
+bool aligned(const T* p) {
+  return (reinterpret_cast<std::uintptr_t>(p) % alignof(T)) == 0;
+}
+
+constexpr int64_t kMaxRows = 2147483647LL, kMaxKLen = int64_t{1} << 30;
+
+}  // namespace
+
+template <typename T>
+cudaError_t forward(const T* x, const T* mask, T* y, int64_t rows, int64_t q_len, int64_t k_len, double scale,
+                    int mask_mode, int64_t row_offset, cudaStream_t stream) {
+  if (rows < 0 || rows > kMaxRows || k_len < 1 || k_len > kMaxKLen || q_len < 1 || row_offset < 0 ||
+      mask_mode < 0 || mask_mode > 2)
+    return cudaErrorInvalidValue;
+  if (rows == 0) return cudaSuccess;
+  if (!x || !y || (mask_mode == 2 && !mask)) return cudaErrorInvalidValue;
+  if (!aligned(x) || !aligned(y) || (mask_mode == 2 && !aligned(mask))) return cudaErrorInvalidValue;
+  forward_kernel<T><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
+      x, mask, y, q_len, static_cast<int>(k_len), static_cast<acc_t<T>>(scale), mask_mode, row_offset);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t backward(const T* y, const T* dy, T* dx, int64_t rows, int64_t k_len, double scale, cudaStream_t stream) {
+  if (rows < 0 || rows > kMaxRows || k_len < 1 || k_len > kMaxKLen) return cudaErrorInvalidValue;
+  if (rows == 0) return cudaSuccess;
+  if (!y || !dy || !dx || !aligned(y) || !aligned(dy) || !aligned(dx)) return cudaErrorInvalidValue;
+  backward_kernel<T><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(y, dy, dx, static_cast<int>(k_len),
+                                                                          static_cast<acc_t<T>>(scale));
+  return cudaGetLastError();
+}
+
+#define NUMGATE_SOFTMAX_INSTANTIATE(T)                                                                  \
+  template cudaError_t forward<T>(const T*, const T*, T*, int64_t, int64_t, int64_t, double, int, int64_t, \
+                                  cudaStream_t);                                                         \
+  template cudaError_t backward<T>(const T*, const T*, T*, int64_t, int64_t, double, cudaStream_t);
+NUMGATE_SOFTMAX_INSTANTIATE(float)
+NUMGATE_SOFTMAX_INSTANTIATE(double)
+NUMGATE_SOFTMAX_INSTANTIATE(__half)
+NUMGATE_SOFTMAX_INSTANTIATE(__nv_bfloat16)
+#undef NUMGATE_SOFTMAX_INSTANTIATE
+
+}  // namespace numgate::softmax
