@@ -13,6 +13,7 @@
 // [include:layernorm]
 #include "softmax/softmax_oracle.h"
 // [include:softmax]
+#include "rope/rope_oracle.h"
 // [include:rope]
 
 namespace numgate {
@@ -31,6 +32,7 @@ const std::vector<std::unique_ptr<Op>>& all_ops() {
     // [ops:layernorm]
     v.push_back(std::make_unique<softmax::SoftmaxOp>());
     // [ops:softmax]
+    v.push_back(std::make_unique<rope::RopeOp>());
     // [ops:rope]
     return v;
   }();

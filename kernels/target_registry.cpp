@@ -14,6 +14,7 @@ namespace layernorm { TargetOp make_target(); }
 // [decl:layernorm]
 namespace softmax { TargetOp make_target(); }
 // [decl:softmax]
+namespace rope { TargetOp make_target(); }
 // [decl:rope]
 
 const TargetOp& find_target(const std::string& name) {
@@ -29,6 +30,7 @@ const TargetOp& find_target(const std::string& name) {
       // [targets:layernorm]
       softmax::make_target(),
       // [targets:softmax]
+      rope::make_target(),
       // [targets:rope]
   };
   std::string known;

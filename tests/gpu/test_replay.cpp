@@ -221,6 +221,7 @@ INSTANTIATE_TEST_SUITE_P(LayerNorm, Replay, ::testing::ValuesIn(cases_of("layern
 // [instantiate:layernorm]
 INSTANTIATE_TEST_SUITE_P(Softmax, Replay, ::testing::ValuesIn(cases_of("softmax")), case_name);
 // [instantiate:softmax]
+INSTANTIATE_TEST_SUITE_P(RoPE, Replay, ::testing::ValuesIn(cases_of("rope")), case_name);
 // [instantiate:rope]
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Replay);
 

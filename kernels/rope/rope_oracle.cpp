@@ -1,0 +1,213 @@
+// RoPE golden (FP64) and reference (declared FP32 policy, rope_math.h) oracles, input
+// patterns and mutants. Compiled with -ffp-contract=off: results do not depend on
+// compiler flags.
+#include "rope/rope_oracle.h"
+
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <vector>
+
+#include "numgate/random.h"
+#include "rope/rope_math.h"
+
+namespace numgate::rope {
+namespace {
+
+// Stream ids of the inputs (a case's tensors draw from different streams).
+enum : std::uint32_t { kStreamQ = 1, kStreamK = 2, kStreamDq = 3, kStreamDk = 4 };
+
+// Long positions: 1857, 15962 and 32767 (the examples: an angle held in bf16 or
+// fp16, or a bf16 cos/sin table, is visibly wrong there), their neighbours and powers of
+// two, with a 0 and a 1 in between (angle 0 / angle = inv_freq exactly).
+constexpr std::int64_t kLongPositions[] = {32767, 1857, 15962, 32766, 0, 24575, 1, 30001, 16384, 8191, 2047, 32000};
+
+// Flat element indices of pair f of a head starting at `base`.
+struct Pair {
+  std::size_t i1, i2;
+};
+Pair pair_of(std::size_t base, std::int64_t f, std::int64_t d, bool interleaved) {
+  if (interleaved) return {base + static_cast<std::size_t>(2 * f), base + static_cast<std::size_t>(2 * f + 1)};
+  return {base + static_cast<std::size_t>(f), base + static_cast<std::size_t>(f + d / 2)};
+}
+
+bool interleaved_of(const CaseSpec& c) {
+  const double v = c.param("interleaved");
+  if (v != 0.0 && v != 1.0)
+    throw std::invalid_argument("rope case '" + c.name + "': parameter interleaved must be 0 or 1");
+  return v != 0.0;
+}
+
+std::vector<std::int64_t> positions_of(const Tensor& p) {
+  std::vector<std::int64_t> v(p.numel());
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<std::int64_t>(p.get(i));
+  return v;
+}
+
+}  // namespace
+
+Dims dims_of(const CaseSpec& c) {
+  if (c.shape.size() != 4)
+    throw std::invalid_argument("rope case '" + c.name + "': shape must be q's [batch, seq, q_heads, head_dim]");
+  Dims d{c.shape[0], c.shape[1], c.shape[2], static_cast<std::int64_t>(c.param("kv_heads")), c.shape[3]};
+  if (d.batch < 1 || d.seq < 1 || d.q_heads < 1 || d.kv_heads < 1 || d.q_heads % d.kv_heads != 0 ||
+      d.head_dim < 2 || d.head_dim % 2 != 0 || d.head_dim > math::kMaxHeadDim)
+    throw std::invalid_argument("rope case '" + c.name +
+                                "': need batch, seq, q_heads, kv_heads >= 1, kv_heads dividing q_heads, "
+                                "head_dim even in [2, 1024]");
+  return d;
+}
+
+const char* mutant_name(Mutant m) {
+  switch (m) {
+    case Mutant::none: return "none";
+    case Mutant::angle_in_bf16: return "angle_in_bf16";
+    case Mutant::angle_in_fp16: return "angle_in_fp16";
+    case Mutant::wrong_pairing: return "wrong_pairing";
+    case Mutant::inv_freq_wrong_head_dim: return "inv_freq_wrong_head_dim";
+    case Mutant::backward_not_inverted: return "backward_not_inverted";
+  }
+  return "?";
+}
+
+std::map<std::string, Tensor> RopeOp::make_inputs(const CaseSpec& c) const {
+  const Dims d = dims_of(c);
+  const bool il = interleaved_of(c);
+  const std::vector<std::int64_t> kshape{d.batch, d.seq, d.kv_heads, d.head_dim};
+  Tensor q(c.dtype, c.shape), k(c.dtype, kshape), dq(c.dtype, c.shape), dk(c.dtype, kshape);
+  Tensor pos(DType::i64, {d.batch, d.seq});
+  const RandomStream rq(c.seed, kStreamQ), rk(c.seed, kStreamK), rdq(c.seed, kStreamDq), rdk(c.seed, kStreamDk);
+  for (std::size_t i = 0; i < q.numel(); ++i) {
+    q.set(i, rq.normal(i));
+    dq.set(i, rdq.normal(i));
+  }
+  for (std::size_t i = 0; i < k.numel(); ++i) {
+    k.set(i, rk.normal(i));
+    dk.set(i, rdk.normal(i));
+  }
+  auto set_pos = [&](std::int64_t b, std::int64_t t, std::int64_t p) {
+    pos.set(static_cast<std::size_t>(b * d.seq + t), static_cast<double>(p));
+  };
+  const std::int64_t n_long = static_cast<std::int64_t>(sizeof(kLongPositions) / sizeof(kLongPositions[0]));
+  if (c.pattern == "normal") {  // 0 .. seq-1 in every sequence
+    for (std::int64_t b = 0; b < d.batch; ++b)
+      for (std::int64_t t = 0; t < d.seq; ++t) set_pos(b, t, t);
+  } else if (c.pattern == "longpos") {  // 32767, 1857, 15962, ... cycled over the tokens
+    for (std::int64_t b = 0; b < d.batch; ++b)
+      for (std::int64_t t = 0; t < d.seq; ++t) set_pos(b, t, kLongPositions[(b * d.seq + t) % n_long]);
+  } else if (c.pattern == "leftpad") {
+    // A left-padded batch, positions as HF builds them (cumsum(mask) - 1, pads filled with
+    // 1): sequence b has (2b) % seq pad tokens at position 1, then 0, 1, 2, ...
+    for (std::int64_t b = 0; b < d.batch; ++b) {
+      const std::int64_t pad = (2 * b) % d.seq;
+      for (std::int64_t t = 0; t < d.seq; ++t) set_pos(b, t, t < pad ? 1 : t - pad);
+    }
+  } else if (c.pattern == "offset") {  // continuation / chunked prefill: sequence b starts at 17 + 4093 b
+    for (std::int64_t b = 0; b < d.batch; ++b)
+      for (std::int64_t t = 0; t < d.seq; ++t) set_pos(b, t, 17 + 4093 * b + t);
+  } else if (c.pattern == "nonfinite") {
+    // NaN / +Inf / -Inf at the lowest frequency (angle = p * ~1e-4: cos ~ 1, sin > 0 in
+    // both FP32 and FP64, so golden and reference agree on the signs of the infinities),
+    // positions 3 + t + 5b > 0. Needs seq >= 2.
+    if (d.seq < 2) throw std::invalid_argument("rope case '" + c.name + "': pattern nonfinite needs seq >= 2");
+    for (std::int64_t b = 0; b < d.batch; ++b)
+      for (std::int64_t t = 0; t < d.seq; ++t) set_pos(b, t, 3 + t + 5 * b);
+    const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+    const std::int64_t f = d.head_dim / 2 - 1;
+    auto head_base = [&](std::int64_t tok, std::int64_t heads, std::int64_t h) {
+      return static_cast<std::size_t>((tok * heads + h) * d.head_dim);
+    };
+    q.set(pair_of(head_base(0, d.q_heads, 0), f, d.head_dim, il).i1, nan);
+    q.set(pair_of(head_base(1, d.q_heads, d.q_heads - 1), f, d.head_dim, il).i2, inf);
+    k.set(pair_of(head_base(0, d.kv_heads, 0), f, d.head_dim, il).i1, -inf);
+    dq.set(pair_of(head_base(d.tokens() - 1, d.q_heads, 0), f, d.head_dim, il).i1, inf);
+    dk.set(pair_of(head_base(1, d.kv_heads, d.kv_heads - 1), f, d.head_dim, il).i2, nan);
+  } else {
+    throw std::invalid_argument("rope case '" + c.name + "': unknown pattern '" + c.pattern +
+                                "' (known: normal, longpos, leftpad, offset, nonfinite)");
+  }
+  return {{"q", q}, {"k", k}, {"positions", pos}, {"dq_rot", dq}, {"dk_rot", dk}};
+}
+
+std::map<std::string, GoldenTensor> RopeOp::golden(const CaseSpec& c, const std::map<std::string, Tensor>& in) const {
+  const Dims d = dims_of(c);
+  const bool il = interleaved_of(c);
+  const double theta = c.param("theta");
+  const std::int64_t half = d.head_dim / 2;
+  const std::vector<std::int64_t> pos = positions_of(in.at("positions"));
+  std::vector<double> inv(static_cast<std::size_t>(half));
+  for (std::int64_t f = 0; f < half; ++f) inv[f] = math::inv_freq_fp64(theta, f, d.head_dim);
+
+  auto apply = [&](const Tensor& x, std::int64_t heads, double sign) {
+    GoldenTensor g{Tensor(DType::fp64, x.shape), Tensor(DType::fp64, x.shape), 2};
+    std::vector<double> cs(half), sn(half), ang(half);
+    for (std::int64_t t = 0; t < d.tokens(); ++t) {
+      for (std::int64_t f = 0; f < half; ++f) {
+        ang[f] = static_cast<double>(pos[t]) * inv[f];
+        cs[f] = std::cos(ang[f]);
+        sn[f] = sign * std::sin(ang[f]);
+      }
+      for (std::int64_t h = 0; h < heads; ++h) {
+        const std::size_t base = static_cast<std::size_t>((t * heads + h) * d.head_dim);
+        for (std::int64_t f = 0; f < half; ++f) {
+          const Pair p = pair_of(base, f, d.head_dim, il);
+          const double x1 = x.get(p.i1), x2 = x.get(p.i2);
+          g.value.set(p.i1, x1 * cs[f] - x2 * sn[f]);
+          g.value.set(p.i2, x2 * cs[f] + x1 * sn[f]);
+          const double angle_term = ang[f] == 0.0 ? 0.0 : std::fabs(ang[f]) * (std::fabs(x1) + std::fabs(x2));
+          g.abs_terms.set(p.i1, std::fabs(x1 * cs[f]) + std::fabs(x2 * sn[f]) + angle_term);
+          g.abs_terms.set(p.i2, std::fabs(x2 * cs[f]) + std::fabs(x1 * sn[f]) + angle_term);
+        }
+      }
+    }
+    return g;
+  };
+  return {{"q_rot", apply(in.at("q"), d.q_heads, 1.0)},
+          {"k_rot", apply(in.at("k"), d.kv_heads, 1.0)},
+          {"dq", apply(in.at("dq_rot"), d.q_heads, -1.0)},
+          {"dk", apply(in.at("dk_rot"), d.kv_heads, -1.0)}};
+}
+
+std::map<std::string, Tensor> reference_variant(const CaseSpec& c, const std::map<std::string, Tensor>& in,
+                                                Mutant m) {
+  const Dims d = dims_of(c);
+  bool il = interleaved_of(c);
+  if (m == Mutant::wrong_pairing) il = !il;
+  const double theta = c.param("theta");
+  const std::int64_t half = d.head_dim / 2;
+  const std::vector<std::int64_t> pos = positions_of(in.at("positions"));
+  std::vector<float> inv(static_cast<std::size_t>(half));
+  for (std::int64_t f = 0; f < half; ++f)
+    inv[f] = math::inv_freq(theta, f, m == Mutant::inv_freq_wrong_head_dim ? 2 * d.head_dim : d.head_dim);
+
+  auto apply = [&](const Tensor& x, std::int64_t heads, bool backward) {
+    Tensor y(c.dtype, x.shape);
+    std::vector<float> cs(half), sn(half);
+    for (std::int64_t t = 0; t < d.tokens(); ++t) {
+      for (std::int64_t f = 0; f < half; ++f) {
+        float a = math::angle_of(pos[t], inv[f]);
+        if (m == Mutant::angle_in_bf16) a = static_cast<float>(round_to_dtype(a, DType::bf16));
+        if (m == Mutant::angle_in_fp16) a = static_cast<float>(round_to_dtype(a, DType::fp16));
+        math::cos_sin(a, cs[f], sn[f]);
+        if (backward && m != Mutant::backward_not_inverted) sn[f] = -sn[f];
+      }
+      for (std::int64_t h = 0; h < heads; ++h) {
+        const std::size_t base = static_cast<std::size_t>((t * heads + h) * d.head_dim);
+        for (std::int64_t f = 0; f < half; ++f) {
+          const Pair p = pair_of(base, f, d.head_dim, il);
+          float y1, y2;
+          math::rotate(static_cast<float>(x.get(p.i1)), static_cast<float>(x.get(p.i2)), cs[f], sn[f], y1, y2);
+          y.set(p.i1, y1);
+          y.set(p.i2, y2);
+        }
+      }
+    }
+    return y;
+  };
+  return {{"q_rot", apply(in.at("q"), d.q_heads, false)},
+          {"k_rot", apply(in.at("k"), d.kv_heads, false)},
+          {"dq", apply(in.at("dq_rot"), d.q_heads, true)},
+          {"dk", apply(in.at("dk_rot"), d.kv_heads, true)}};
+}
+
+}  // namespace numgate::rope
