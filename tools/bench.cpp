@@ -12,7 +12,8 @@
 // the GELU variant, ...) and every tensor's shape; no tensor data is read from it.
 //
 // Method. Every input is filled on the device with non-zero pseudo-random values (1-D
-// inputs such as weights: positive, in [0.5, 1.5)). Enough independent buffer sets are
+// inputs such as weights: positive, in [0.5, 1.5); i64 index inputs: 0, a valid
+// position / class). Enough independent buffer sets are
 // allocated that one rotation through them touches more than 2x the device L2, and
 // consecutive launches use consecutive sets, so every timed launch reads cold data from
 // DRAM (as in a real model step). Each launch is bracketed by its own pair of CUDA
@@ -109,7 +110,7 @@ struct BenchCase {
   std::string file;   ///< its fixture file (op parameters and tensor shapes come from there)
   int duplicates = 0; ///< further qualifying cases with the same op, dtype, shape and parameters
   numgate::CaseSpec spec;
-  std::map<std::string, std::vector<int64_t>> shapes;  ///< every input and output tensor
+  std::map<std::string, numgate::TensorInfo> tensors;  ///< every input and output tensor
 };
 
 std::string shape_str(const std::vector<int64_t>& shape) {
@@ -206,7 +207,7 @@ std::vector<BenchCase> select_cases(const nlohmann::json& report, const std::str
         continue;
       }
       try {
-        bc.shapes = numgate::read_case_tensor_shapes(bc.file, name);
+        bc.tensors = numgate::read_case_tensor_info(bc.file, name);
       } catch (const numgate::FixtureError& e) {
         std::printf("bench %s %s: skipped: %s\n", op.c_str(), name.c_str(), e.what());
         continue;
@@ -216,7 +217,7 @@ std::vector<BenchCase> select_cases(const nlohmann::json& report, const std::str
       for (const auto& pass : numgate::find_target(op).passes) {
         for (const auto* list : {&pass.reads, &pass.outputs})
           for (const auto& t : *list)
-            if (!bc.shapes.count(t)) missing += " " + t;
+            if (!bc.tensors.count(t)) missing += " " + t;
       }
       if (!missing.empty()) {
         std::printf("bench %s %s: skipped: tensors missing from the fixture:%s\n", op.c_str(), name.c_str(),
@@ -371,15 +372,15 @@ void print_line(const BenchCase& bc, const std::string& pass, const Timing& t, d
 
 void run_case(const BenchCase& bc, const Device& dev, const Options& opt, cudaStream_t stream) {
   const numgate::TargetOp& target = numgate::find_target(bc.op);
-  const std::size_t esize = numgate::dtype_size(bc.spec.dtype);
   const int64_t rows = target.rows(bc.spec);
   int64_t big = 0;  // elements of the largest tensor: smaller ones (weights) are 1-D parameters
-  for (const auto& [n, sh] : bc.shapes) big = std::max<int64_t>(big, static_cast<int64_t>(numel(sh)));
+  for (const auto& [n, ti] : bc.tensors) big = std::max<int64_t>(big, static_cast<int64_t>(numel(ti.shape)));
+  auto size_of = [](const numgate::TensorInfo& ti) { return numel(ti.shape) * numgate::dtype_size(ti.dtype); };
   auto bytes_of = [&](const std::string& t) {
-    auto it = bc.shapes.find(t);
-    if (it == bc.shapes.end())
+    auto it = bc.tensors.find(t);
+    if (it == bc.tensors.end())
       throw UsageError(strf("%s: pass tensor '%s' not in fixture case %s", bc.op.c_str(), t.c_str(), bc.name.c_str()));
-    return numel(it->second) * esize;
+    return size_of(it->second);
   };
 
   std::size_t ws_bytes = 0, set_bytes = 0, min_footprint = SIZE_MAX;
@@ -390,7 +391,7 @@ void run_case(const BenchCase& bc, const Device& dev, const Options& opt, cudaSt
     for (const auto& t : pass.outputs) fp += bytes_of(t);
     min_footprint = std::min(min_footprint, fp);
   }
-  for (const auto& [n, sh] : bc.shapes) set_bytes += numel(sh) * esize;
+  for (const auto& [n, ti] : bc.tensors) set_bytes += size_of(ti);
   set_bytes += ws_bytes;
   // Size the rotation by the smallest per-launch footprint, so that between two uses of a
   // set more than 2x L2 of other data has been touched.
@@ -427,19 +428,23 @@ void run_case(const BenchCase& bc, const Device& dev, const Options& opt, cudaSt
     for (std::size_t i = 0; i < nsets; ++i) {
       Set& st = sets[i];
       std::uint64_t seed = 1000 + 64 * i;
-      for (const auto& [n, sh] : bc.shapes) {
+      for (const auto& [n, ti] : bc.tensors) {
         void* p = nullptr;
-        BENCH_CUDA(cudaMalloc(&p, std::max<std::size_t>(numel(sh) * esize, 1)));
+        BENCH_CUDA(cudaMalloc(&p, std::max<std::size_t>(size_of(ti), 1)));
         st.ptrs[n] = p;
       }
       if (ws_bytes) BENCH_CUDA(cudaMalloc(&st.ws, ws_bytes));
-      for (const auto& [n, sh] : bc.shapes) {
+      for (const auto& [n, ti] : bc.tensors) {
         const bool is_output = std::any_of(target.passes.begin(), target.passes.end(), [&](const auto& ps) {
           return std::find(ps.outputs.begin(), ps.outputs.end(), n) != ps.outputs.end();
         });
         if (is_output) continue;
-        const bool vector = static_cast<int64_t>(numel(sh)) < big;
-        BENCH_CUDA(numgate::bench::fill_random(st.ptrs[n], ft, numel(sh), seed++, vector ? 0.5f : 0.25f,
+        if (ti.dtype == numgate::DType::i64) {  // index inputs: 0 is a valid position / class
+          BENCH_CUDA(cudaMemsetAsync(st.ptrs[n], 0, size_of(ti), stream));
+          continue;
+        }
+        const bool vector = static_cast<int64_t>(numel(ti.shape)) < big;
+        BENCH_CUDA(numgate::bench::fill_random(st.ptrs[n], ft, numel(ti.shape), seed++, vector ? 0.5f : 0.25f,
                                                vector ? 1.5f : 1.25f, !vector, stream));
       }
     }
