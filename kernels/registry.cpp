@@ -15,6 +15,8 @@
 // [include:softmax]
 #include "rope/rope_oracle.h"
 // [include:rope]
+#include "cross_entropy/cross_entropy_oracle.h"
+// [include:cross_entropy]
 
 namespace numgate {
 
@@ -34,6 +36,8 @@ const std::vector<std::unique_ptr<Op>>& all_ops() {
     // [ops:softmax]
     v.push_back(std::make_unique<rope::RopeOp>());
     // [ops:rope]
+    v.push_back(std::make_unique<cross_entropy::CrossEntropyOp>());
+    // [ops:cross_entropy]
     return v;
   }();
   return ops;

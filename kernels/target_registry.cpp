@@ -16,6 +16,8 @@ namespace softmax { TargetOp make_target(); }
 // [decl:softmax]
 namespace rope { TargetOp make_target(); }
 // [decl:rope]
+namespace cross_entropy { TargetOp make_target(); }
+// [decl:cross_entropy]
 
 const TargetOp& find_target(const std::string& name) {
   static const std::vector<TargetOp> targets = {
@@ -32,6 +34,8 @@ const TargetOp& find_target(const std::string& name) {
       // [targets:softmax]
       rope::make_target(),
       // [targets:rope]
+      cross_entropy::make_target(),
+      // [targets:cross_entropy]
   };
   std::string known;
   for (const auto& t : targets) {

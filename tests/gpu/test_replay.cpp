@@ -223,6 +223,8 @@ INSTANTIATE_TEST_SUITE_P(Softmax, Replay, ::testing::ValuesIn(cases_of("softmax"
 // [instantiate:softmax]
 INSTANTIATE_TEST_SUITE_P(RoPE, Replay, ::testing::ValuesIn(cases_of("rope")), case_name);
 // [instantiate:rope]
+INSTANTIATE_TEST_SUITE_P(CrossEntropy, Replay, ::testing::ValuesIn(cases_of("cross_entropy")), case_name);
+// [instantiate:cross_entropy]
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Replay);
 
 // ---- the report ------------------------------------------------------------------------

@@ -1,0 +1,103 @@
+// numgate — cross-entropy target kernels: public launcher API.
+//
+// The op, its semantics (ignore_index, label smoothing, z-loss folded into the loss, soft
+// cap, reductions, all-ignored mean = 0) and the reference policy are specified in
+// cross_entropy_oracle.h. Per token t (s = soft-capped logits, y = targets[t]):
+//   forward:  lse_t = m + log S ;  ce_t as in the oracle ;  loss = ce (none) / sum / mean
+//   backward: dlogits_tj = g_t (p_j (1 + 2 z lse) - (1 - eps)[j == y] - eps / V) * dcap_j
+//             recomputing m, S and lse from the logits (no saved lse: see the oracle)
+//
+// Slices (row_offset, total_tokens). logits and dlogits point at the `tokens` launched
+// rows; targets, dloss (none), loss (none) and lse are the WHOLE batch's arrays, indexed
+// by row_offset + r; the mean's count n runs over targets[0, total_tokens). A whole
+// tensor is row_offset = 0, total_tokens = tokens. (This lets a caller, and the replay's
+// RowsIndependent check, launch one row of a batch with the batch's count.) With mean /
+// sum, a slice's "loss" is the reduction over the launched rows only (divided by the
+// batch's n for mean).
+//
+// Numerics: FP32 (the reference policy) except the exponential sum, which is more
+// accurate than the reference's: per thread an online (max, sum) over the thread's units
+// with the sum, its rescalings exp(m_old - m_new) and every term exp(s_j - m) in FP64;
+// threads combined by a fixed butterfly (warp, then block) of the same (m, S) rule; the
+// smoothing sum sum_j s_j in FP64 likewise; log S in FP64, rounded once to FP32. All
+// listed FP32 operations are single IEEE operations (no FMA contraction: mul_rn/add_rn...).
+// The token reduction (mean, sum) is a second single-block kernel summing the per-token
+// FP32 losses in a fixed tree (per-thread sequential, then block_sum); the count n is an
+// integer sum (order-free). Soft cap: tanh of the FP32 quotient x / c evaluated in FP64
+// and rounded once to FP32 (the reference's libm tanhf is within ~0.5 ulp; CUDA's tanhf
+// errs by up to 2 ulp, amplified by 1 / (1 - tanh^2) in the derivative).
+//
+// Targets. Read byte-wise when not 8-byte aligned (the misaligned replay shifts every
+// buffer by one element of the case dtype). The kernels never index memory with a target:
+// s_y is captured during the sweep, so an invalid target (not ignore_index, outside
+// [0, vocab)) cannot read out of bounds; it makes its token's loss and dlogits row NaN.
+// VALIDATION is the caller's job before launching (check_targets in cross_entropy_oracle.h;
+// the replay's target adapter copies the targets to the host and refuses the case with
+// cudaErrorInvalidValue before any launch).
+//
+// Layout and alignment: row-major, pointers aligned to sizeof(T) (targets: any byte
+// alignment); 16-byte vector loads/stores where a tensor's own alignment allows, element
+// by element otherwise. No in-place.
+//
+// Launch shape: one block of 256 threads per token (grid.x = tokens); forward with mean /
+// sum adds one single-block reduce kernel, and mean a single-block count kernel (forward
+// and backward). Limits: 0 <= tokens <= 2^31 - 1, 1 <= vocab <= 2^30, row_offset >= 0,
+// row_offset + tokens <= total_tokens; reduction in {0, 1, 2}; eps in [0, 1]; z_loss >= 0;
+// softcap >= 0. Workspace: workspace_bytes(tokens) bytes at any byte alignment (per-token
+// FP32 losses and the count, placed from the next 16-byte boundary).
+//
+// Determinism: no atomics; every summation order depends only on vocab, the 16-byte
+// phase of the row and tokens, so repeated calls are bitwise identical and a row launched
+// alone (same phase, its row_offset and the batch's total_tokens) gives bitwise its row.
+//
+// Errors: cudaErrorInvalidValue without launching for bad sizes or parameters, null
+// pointers, pointers not aligned to sizeof(T) or too small a workspace; else cudaGetLastError()
+// after enqueueing on `stream`. Never synchronizes. Plain host C++ (compiles with g++).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace numgate::cross_entropy {
+
+struct Params {
+  std::int64_t ignore_index = -100;
+  double label_smoothing = 0;  ///< eps
+  double z_loss = 0;           ///< coefficient of lse^2 (0 = off)
+  double softcap = 0;          ///< c of c * tanh(x / c) (0 = off)
+  int reduction = 1;           ///< 0 none, 1 mean, 2 sum
+};
+
+/// Device workspace bytes either pass needs for `tokens` launched rows.
+std::size_t workspace_bytes(std::int64_t tokens);
+
+/// Forward: loss ([1] or the batch's [total_tokens] for none) and lse ([total_tokens]).
+template <typename T>
+cudaError_t forward(const T* logits, const std::int64_t* targets, T* loss, T* lse, std::int64_t tokens,
+                    std::int64_t vocab, const Params& p, std::int64_t row_offset, std::int64_t total_tokens,
+                    void* workspace, std::size_t workspace_bytes, cudaStream_t stream);
+
+/// Backward: dlogits [tokens, vocab] from logits, targets and dloss ([1] for mean / sum,
+/// the batch's [total_tokens] for none).
+template <typename T>
+cudaError_t backward(const T* logits, const std::int64_t* targets, const T* dloss, T* dlogits, std::int64_t tokens,
+                     std::int64_t vocab, const Params& p, std::int64_t row_offset, std::int64_t total_tokens,
+                     void* workspace, std::size_t workspace_bytes, cudaStream_t stream);
+
+#define NUMGATE_CE_EXTERN(T)                                                                                     \
+  extern template cudaError_t forward<T>(const T*, const std::int64_t*, T*, T*, std::int64_t, std::int64_t,     \
+                                         const Params&, std::int64_t, std::int64_t, void*, std::size_t,          \
+                                         cudaStream_t);                                                          \
+  extern template cudaError_t backward<T>(const T*, const std::int64_t*, const T*, T*, std::int64_t, std::int64_t, \
+                                          const Params&, std::int64_t, std::int64_t, void*, std::size_t,         \
+                                          cudaStream_t);
+NUMGATE_CE_EXTERN(float)
+NUMGATE_CE_EXTERN(__half)
+NUMGATE_CE_EXTERN(__nv_bfloat16)
+#undef NUMGATE_CE_EXTERN
+
+}  // namespace numgate::cross_entropy
