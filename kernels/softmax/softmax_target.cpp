@@ -70,8 +70,12 @@ TargetOp make_target() {
   t.row_case = [](const CaseSpec& c, std::int64_t r) {
     CaseSpec one = c;
     one.shape = {1, c.shape.back()};
-    one.params.push_back({"q_len", static_cast<double>(shape_of(c).q_len)});
-    one.params.push_back({"row_offset", static_cast<double>(r)});
+    // Rank 2 [q_len, k_len] with an additive mask: the mask has the case shape, so the
+    // row-by-row replay uploads mask row r alone; launch it as query 0 of a 1-query case.
+    // Otherwise the mask is uploaded whole: keep row r's query position.
+    const bool mask_row_only = c.shape.size() == 2 && c.param("mask_mode") == 2;
+    one.params.push_back({"q_len", mask_row_only ? 1.0 : static_cast<double>(shape_of(c).q_len)});
+    one.params.push_back({"row_offset", mask_row_only ? 0.0 : static_cast<double>(r)});
     return one;
   };
   t.passes.push_back({"Forward", {"y"}, [](const CaseSpec&) -> std::size_t { return 0; }, launch_forward, {"x", "mask"}});
