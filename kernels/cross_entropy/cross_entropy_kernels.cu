@@ -34,6 +34,8 @@ the gate has been run on a device.
 
 #include <climits>
 #include <cmath>
+#include <math_constants.h>
+
 #include <cstdint>
 
 #include "common/cuda_utils.cuh"
@@ -174,8 +176,9 @@ __device__ Stats row_stats(const T* xr, int V, std::int64_t y, float cf, float* 
   return w;
 }
 
-/// log S in FP64 rounded once to FP32 (S = 0 only for a row of -inf: log 0 = -inf).
-__device__ __forceinline__ float log_sum(double S) { return __double2float_rn(log(S)); }
+/// log S in FP64 rounded once to FP32. S = 0 only when every logit of the row is -inf
+/// (otherwise the max term contributes 1): then NaN, as the golden's exp(-inf - (-inf)).
+__device__ __forceinline__ float log_sum(double S) { return S == 0.0 ? CUDART_NAN_F : __double2float_rn(log(S)); }
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
