@@ -342,8 +342,9 @@ FillType fill_type(numgate::DType d) {
     case numgate::DType::fp64: return FillType::fp64;
     case numgate::DType::fp16: return FillType::fp16;
     case numgate::DType::bf16: return FillType::bf16;
+    case numgate::DType::i64: break;  // index inputs are zero-filled, never random (run_case)
   }
-  return FillType::fp32;
+  throw UsageError("no random fill for i64 tensors (index inputs are zero-filled)");
 }
 
 std::size_t numel(const std::vector<int64_t>& shape) {

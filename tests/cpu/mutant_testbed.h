@@ -3,6 +3,7 @@
 // deliberately broken reference) as if they were the target.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <string>
@@ -19,7 +20,8 @@ struct MutantRun {
   Verdict verdict = Verdict::pass;  ///< every tensor's verdict combined (the worst wins)
   std::string failing_tensors;      ///< " y dx": the tensors reported FAIL
   double worst_ratio = 0;           ///< max over tensors of target_error / threshold
-  std::string worst_detail;         ///< describe() of the tensor with that ratio
+  std::string worst_detail;         ///< describe() of the first tensor reported FAIL, else of
+                                    ///< the tensor with the largest ratio
 };
 
 /// Gates `out` (tensor name -> values in the case dtype) against the case's golden and
@@ -29,12 +31,13 @@ inline MutantRun gate_outputs(const CaseData& c, const std::map<std::string, Ten
   for (const auto& t : c.output_names) {
     const GateResult r = evaluate_gate(t, c.spec, c.golden.at(t), c.reference.at(t), &out.at(t));
     run.verdict = combine(run.verdict, r.verdict);
+    const bool first_fail = r.verdict == Verdict::fail && run.failing_tensors.empty();
     if (r.verdict == Verdict::fail) run.failing_tensors += " " + t;
+    // A structure failure can have a ratio of 0 (no finite element differs), so a failing
+    // tensor's description wins over a larger ratio of one that passed.
     const double ratio = r.threshold > 0 ? r.target_error / r.threshold : (r.target_error > 0 ? INFINITY : 0);
-    if (ratio >= run.worst_ratio) {
-      run.worst_ratio = ratio;
-      run.worst_detail = describe(r, c.spec);
-    }
+    if (first_fail || (run.failing_tensors.empty() && ratio >= run.worst_ratio)) run.worst_detail = describe(r, c.spec);
+    run.worst_ratio = std::max(run.worst_ratio, ratio);
   }
   return run;
 }
@@ -48,6 +51,10 @@ inline std::vector<CaseData> committed_cases_of(const std::string& op) {
   }
   return v;
 }
+
+/// Generated cases up to this many elements (case shape) are materialized in memory by
+/// the CPU tests (151,936 x 2 cross-entropy logits included).
+inline constexpr std::size_t kSmallGeneratedElements = 400000;
 
 /// The generated cases of `op` (declared with production = true, so never committed) of at
 /// most `max_elements` elements in the case shape, materialized in memory exactly as the

@@ -54,14 +54,6 @@ TEST(Mutants, EpsilonOutsideTheSquareRootIsCaught) {
   });
 }
 
-TEST(Mutants, TheCorrectReferenceIsNotCaught) {
-  // Control: the unmutated reference passes everywhere (the mutant tests are not vacuous).
-  for (const CaseData& c : rmsnorm_cases()) {
-    const MutantRun run = gate_mutant(c, Mutant::none);
-    EXPECT_NE(run.verdict, Verdict::fail) << run.worst_detail;
-  }
-}
-
 // Mutant (c), y = dtype(w * dtype(x * r)): the Hugging Face LlamaRMSNorm cast order.
 // Its extra rounding is at most half an ulp of x*r scaled by |w|, so its max-abs error
 // stays below the threshold fudge * reference_error + rounding_floor (~1.5 ulp of the

@@ -22,15 +22,6 @@ MutantRun gate_mutant(const CaseData& c, Mutant m) {
   return testing::gate_outputs(c, cross_entropy::reference_variant(c.spec, c.inputs, m));
 }
 
-std::string first_failure(const CaseData& c, Mutant m) {
-  const auto out = cross_entropy::reference_variant(c.spec, c.inputs, m);
-  for (const auto& t : c.output_names) {
-    const GateResult r = evaluate_gate(t, c.spec, c.golden.at(t), c.reference.at(t), &out.at(t));
-    if (r.verdict == Verdict::fail) return describe(r, c.spec);
-  }
-  return "(no tensor FAIL)\n";
-}
-
 std::vector<CaseData> committed_ce_cases() { return testing::committed_cases_of("cross_entropy"); }
 
 constexpr std::size_t kInMemoryLimit = 400000;  // elements of logits (151,936 x 2 included)
@@ -66,11 +57,11 @@ void expect_caught(Mutant m, bool (*must_fail)(const CaseData&)) {
                 << (run.failing_tensors.empty() ? "" : " (" + run.failing_tensors.substr(1) + ")") << "\n";
       if (must_fail(c)) {
         if (committed && required_committed == 0 && run.verdict == Verdict::fail)
-          std::cout << "  first failure, as a user sees it:\n" << first_failure(c, m);
+          std::cout << "  first failure, as a user sees it:\n" << run.worst_detail;
         required_committed += committed;
         EXPECT_EQ(run.verdict, Verdict::fail) << "mutant " << cross_entropy::mutant_name(m) << " not caught on "
                                               << c.spec.name << ":\n"
-                                              << first_failure(c, m);
+                                              << run.worst_detail;
       }
     }
   }
@@ -101,32 +92,6 @@ TEST(CrossEntropyMutants, MissingSoftCapDerivativeIsCaught) {
   expect_caught(Mutant::softcap_no_derivative, [](const CaseData& c) {
     return c.spec.param("softcap") > 0 && c.spec.pattern == "softcap" && has_kept(c);
   });
-}
-
-TEST(CrossEntropyMutants, TheCorrectReferenceIsNotCaught) {
-  int n = 0;
-  for (const bool committed : {true, false}) {
-    for (const CaseData& c : committed ? committed_ce_cases() : small_production_cases()) {
-      const MutantRun run = gate_mutant(c, Mutant::none);
-      EXPECT_EQ(run.verdict, Verdict::pass) << run.worst_detail;
-      n += committed;
-    }
-  }
-  EXPECT_GE(n, 3);
-}
-
-TEST(CrossEntropyOracles, SmallProductionCasesHaveAValidYardstick) {
-  for (const CaseData& c : small_production_cases()) {
-    for (const auto& t : c.output_names) {
-      const GateResult r = evaluate_gate(t, c.spec, c.golden.at(t), c.reference.at(t), &c.reference.at(t));
-      EXPECT_TRUE(r.reference_structure.ok) << describe(r, c.spec);
-      EXPECT_TRUE(r.verdict == Verdict::pass || r.verdict == Verdict::pass_with_limitations) << describe(r, c.spec);
-      EXPECT_TRUE(r.reference_in_envelope) << describe(r, c.spec);
-      if (!r.gate_valid)
-        std::cout << "[ note ] " << c.spec.name << "/" << t << ": gate not valid (ref/golden "
-                  << r.reference_relative_error << ", condition " << r.condition << ")\n";
-    }
-  }
 }
 
 // --- adversarial cases: the behaviour each was added for --------------------------------

@@ -118,53 +118,6 @@ TEST(GluMutants, WrongGeluVariantIsCaughtOnTheGeneratedVariantGapCases) {
   EXPECT_GE(seen, 4);
 }
 
-TEST(GluMutants, TheCorrectReferenceIsNotCaught) {
-  // Committed and small generated cases: the reference as the target must PASS.
-  for (const char* op : {"swiglu", "geglu"}) {
-    const auto cases = all_small_cases(op);
-    ASSERT_GT(cases.size(), glu_cases(op).size()) << op << ": no generated case materialized";
-    for (const CaseData& c : cases) {
-      const MutantRun run = gate_mutant(c, Mutant::none);
-      EXPECT_EQ(run.verdict, Verdict::pass) << op << "/" << c.spec.name << "\n" << run.worst_detail;
-    }
-  }
-}
-
-// The declared ULP rule (ulp_limit = 1) applied to the reference: every finite element
-// within 1 ULP of round_to_dtype(golden), non-finite elements of the same kind.
-TEST(GluUlp, ReferenceIsWithinOneUlpOfTheCorrectlyRoundedGolden) {
-  for (const char* op : {"swiglu", "geglu"}) {
-    for (const CaseData& c : all_small_cases(op)) {
-      ASSERT_EQ(c.spec.gate.ulp_limit, 1) << c.spec.name;
-      for (const auto& t : c.output_names) {
-        long long counts[4] = {0, 0, 0, 0};
-        const Tensor& g = c.golden.at(t).value;
-        const Tensor& r = c.reference.at(t);
-        for (std::size_t i = 0; i < g.numel(); ++i) {
-          const double rg = round_to_dtype(g.get(i), c.spec.dtype), rv = r.get(i);
-          if (!std::isfinite(rg) || !std::isfinite(rv)) {
-            EXPECT_TRUE(std::isnan(rg) ? std::isnan(rv) : rg == rv) << op << "/" << c.spec.name << " " << t << "[" << i << "]";
-            continue;
-          }
-          const long long d = ulp_distance(rv, rg, c.spec.dtype);
-          ++counts[d > 2 ? 3 : d];
-          EXPECT_LE(d, c.spec.gate.ulp_limit) << op << "/" << c.spec.name << " " << t << "[" << i << "]: golden "
-                                              << g.get(i) << ", reference " << rv << ", " << d << " ulp";
-        }
-        std::cout << "[ ulp ] " << op << "/" << c.spec.name << " " << t << ": 0 ulp " << counts[0] << ", 1 ulp "
-                  << counts[1] << ", 2 ulp " << counts[2] << ", >2 ulp " << counts[3] << "\n";
-      }
-    }
-  }
-}
-
-TEST(GluUlp, UlpDistance) {
-  EXPECT_EQ(ulp_distance(1.0, 1.0 + std::ldexp(1.0, -7), DType::bf16), 1);
-  EXPECT_EQ(ulp_distance(0.0, -0.0, DType::fp16), 0);
-  EXPECT_EQ(ulp_distance(std::ldexp(1.0, -149), -std::ldexp(1.0, -149), DType::fp32), 2);
-  EXPECT_EQ(ulp_distance(1.0, 2.0, DType::fp32), 1LL << 23);
-}
-
 // The binary128-fitted polynomials agree with the direct formulas (long double) where
 // those are accurate (away from the root), and the windows join continuously.
 TEST(GluMath, RootPolynomialsMatchTheDirectFormulas) {

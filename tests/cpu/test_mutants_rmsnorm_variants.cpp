@@ -65,27 +65,6 @@ void expect_caught(const std::string& op, const std::string& mutant, const Varia
   EXPECT_GT(committed, 0) << "no committed case catches mutant " << mutant;
 }
 
-// Control: the unmutated reference passes every case, as a valid yardstick (structure
-// right, within its conditioning envelope everywhere) — the generic Oracles test does the
-// same for committed cases only; this covers the generated small cases too.
-void expect_control_passes(const std::string& op, const Variant& variant) {
-  int n = 0;
-  for (const CaseData& c : cases_of(op)) {
-    const Outputs out = variant(c);
-    ++n;
-    for (const auto& t : c.output_names) {
-      const GateResult r = evaluate_gate(t, c.spec, c.golden.at(t), c.reference.at(t), &out.at(t));
-      EXPECT_TRUE(r.reference_structure.ok) << describe(r, c.spec);
-      EXPECT_TRUE(r.verdict == Verdict::pass || r.verdict == Verdict::pass_with_limitations) << describe(r, c.spec);
-      EXPECT_TRUE(r.reference_in_envelope) << describe(r, c.spec);
-      if (!r.gate_valid)
-        std::cout << "[ note ] " << c.spec.name << "/" << t << ": gate not valid (ref/golden "
-                  << r.reference_relative_error << ", condition " << r.condition << ")\n";
-    }
-  }
-  EXPECT_GT(n, 1) << "no cases of " << op;
-}
-
 Variant offset_variant(offset_rmsnorm::Mutant m) {
   return [m](const CaseData& c) { return offset_rmsnorm::reference_variant(c.spec, c.inputs, m); };
 }
@@ -109,10 +88,6 @@ TEST(OffsetRMSNormMutants, OffsetDroppedIsCaught) {
   using M = offset_rmsnorm::Mutant;
   expect_caught("offset_rmsnorm", offset_rmsnorm::mutant_name(M::offset_dropped), offset_variant(M::offset_dropped),
                 [](const CaseData& c) { return c.spec.pattern == "normal" || c.spec.pattern == "ones_offset"; });
-}
-
-TEST(OffsetRMSNormMutants, TheCorrectReferenceIsNotCaught) {
-  expect_control_passes("offset_rmsnorm", offset_variant(offset_rmsnorm::Mutant::none));
 }
 
 TEST(OffsetRMSNormAdversarial, OnesOffsetCaseHoldsTheIssuesWeights) {
@@ -178,10 +153,6 @@ TEST(FusedAddRMSNormMutants, ResidualOutRoundedTowardZeroIsCaught) {
                 fused_variant(M::residual_out_toward_zero), [](const CaseData& c) {
                   return c.spec.pattern != "rounding_bias" && c.inputs.at("x").numel() > 1;
                 });
-}
-
-TEST(FusedAddRMSNormMutants, TheCorrectReferenceIsNotCaught) {
-  expect_control_passes("fused_add_rmsnorm", fused_variant(fused_add_rmsnorm::Mutant::none));
 }
 
 TEST(FusedAddRMSNormOracles, ResidualOutIsTheCorrectlyRoundedSum) {

@@ -64,6 +64,7 @@ void expect_caught(Mutant m, bool (*must_fail)(const CaseData&), bool (*must_fai
   }
   std::cout << "[ mutant " << rope::mutant_name(m) << " ] (in memory) caught on " << caught << " of " << seen
             << " small generated cases required\n";
+  EXPECT_GT(seen, 0) << "no generated case is designed to catch mutant " << rope::mutant_name(m);
 }
 
 bool always(const CaseData&) { return true; }
@@ -111,10 +112,11 @@ TEST(RopeMutants, BackwardRotatingByPlusAngleIsCaught) {
   expect_caught(Mutant::backward_not_inverted, always, has_nonzero_position);
 }
 
-// The reference as the target: PASS with a valid gate on every committed and small
-// generated case, every tensor (the declared FP32-angle policy stays well inside the
-// 0.10 reference/golden limit even at position 32767).
-TEST(RopeMutants, TheCorrectReferenceIsNotCaughtAndTheGateIsValidEverywhere) {
+// The gate is valid on every committed and small generated case, every tensor: the
+// declared FP32-angle policy stays well inside the 0.10 reference/golden limit even at
+// position 32767. (That the reference PASSes as its own target is checked for every op
+// by Oracles.*.)
+TEST(RopeOracles, TheGateIsValidEverywhere) {
   std::vector<const CaseData*> all;
   const auto com = committed();
   ASSERT_EQ(com.size(), 2u) << "two committed rope cases expected (golden_data budget)";
@@ -126,10 +128,7 @@ TEST(RopeMutants, TheCorrectReferenceIsNotCaughtAndTheGateIsValidEverywhere) {
   for (const CaseData* c : all) {
     for (const auto& t : c->output_names) {
       const GateResult r = evaluate_gate(t, c->spec, c->golden.at(t), c->reference.at(t), &c->reference.at(t));
-      EXPECT_TRUE(r.reference_structure.ok) << describe(r, c->spec);
       EXPECT_TRUE(r.gate_valid) << describe(r, c->spec);
-      EXPECT_TRUE(r.reference_in_envelope) << describe(r, c->spec);
-      EXPECT_EQ(r.verdict, Verdict::pass) << describe(r, c->spec);
       if (r.reference_relative_error > worst) {
         worst = r.reference_relative_error;
         worst_at = c->spec.name + "/" + t;

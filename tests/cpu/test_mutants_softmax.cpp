@@ -22,17 +22,6 @@ MutantRun gate_mutant(const CaseData& c, Mutant m) {
   return testing::gate_outputs(c, softmax::reference_variant(c.spec, c.inputs, m));
 }
 
-// describe() of the first tensor the gate reports FAIL for (a structure failure has a
-// target/threshold ratio of 0/0, so MutantRun::worst_detail may name a passing tensor).
-std::string first_failure(const CaseData& c, Mutant m) {
-  const auto out = softmax::reference_variant(c.spec, c.inputs, m);
-  for (const auto& t : c.output_names) {
-    const GateResult r = evaluate_gate(t, c.spec, c.golden.at(t), c.reference.at(t), &out.at(t));
-    if (r.verdict == Verdict::fail) return describe(r, c.spec);
-  }
-  return "(no tensor FAIL)\n";
-}
-
 std::vector<CaseData> committed_softmax_cases() { return testing::committed_cases_of("softmax"); }
 
 constexpr std::size_t kInMemoryLimit = 70000;  // elements of x
@@ -53,11 +42,11 @@ void expect_caught(Mutant m, bool (*must_fail)(const CaseData&)) {
                 << (run.failing_tensors.empty() ? "" : " (" + run.failing_tensors.substr(1) + ")") << "\n";
       if (must_fail(c)) {
         if (committed && required_committed == 0 && run.verdict == Verdict::fail)
-          std::cout << "  first failure, as a user sees it:\n" << first_failure(c, m);
+          std::cout << "  first failure, as a user sees it:\n" << run.worst_detail;
         required_committed += committed;
         EXPECT_EQ(run.verdict, Verdict::fail) << "mutant " << softmax::mutant_name(m) << " not caught on "
                                               << c.spec.name << ":\n"
-                                              << first_failure(c, m);
+                                              << run.worst_detail;
       }
     }
   }
@@ -95,33 +84,6 @@ TEST(SoftmaxMutants, BackwardWithoutTheScaleIsCaught) {
   expect_caught(Mutant::dx_missing_scale, [](const CaseData& c) {
     return c.spec.pattern == "normal" && c.spec.shape.back() >= 5 && c.spec.param("scale") != 1.0;
   });
-}
-
-TEST(SoftmaxMutants, TheCorrectReferenceIsNotCaught) {
-  // Control: the unmutated reference passes everywhere (the mutant tests are not vacuous).
-  int n = 0;
-  for (const bool committed : {true, false}) {
-    for (const CaseData& c : committed ? committed_softmax_cases() : small_production_cases()) {
-      const MutantRun run = gate_mutant(c, Mutant::none);
-      EXPECT_EQ(run.verdict, Verdict::pass) << run.worst_detail;
-      n += committed;
-    }
-  }
-  EXPECT_GT(n, 0);
-}
-
-TEST(SoftmaxOracles, SmallProductionCasesHaveAValidYardstick) {
-  for (const CaseData& c : small_production_cases()) {
-    for (const auto& t : c.output_names) {
-      const GateResult r = evaluate_gate(t, c.spec, c.golden.at(t), c.reference.at(t), &c.reference.at(t));
-      EXPECT_TRUE(r.reference_structure.ok) << describe(r, c.spec);
-      EXPECT_TRUE(r.verdict == Verdict::pass || r.verdict == Verdict::pass_with_limitations) << describe(r, c.spec);
-      EXPECT_TRUE(r.reference_in_envelope) << describe(r, c.spec);
-      if (!r.gate_valid)
-        std::cout << "[ note ] " << c.spec.name << "/" << t << ": gate not valid (ref/golden "
-                  << r.reference_relative_error << ", condition " << r.condition << ")\n";
-    }
-  }
 }
 
 // --- adversarial cases: the behaviour each was added for --------------------------------

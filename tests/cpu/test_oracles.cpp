@@ -1,6 +1,6 @@
-// Golden vs reference on every committed case: the reference must be a valid yardstick
-// (gate valid, or its error explained by conditioning), and the adversarial cases must
-// show the behaviour they were added for.
+// Golden vs reference on every committed case and every small generated case: the
+// reference must be a valid yardstick, and the adversarial cases must show the behaviour
+// they were added for.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -8,7 +8,7 @@
 #include <cstring>
 #include <iostream>
 
-#include "committed.h"
+#include "mutant_testbed.h"
 #include "numgate/gate.h"
 #include "rmsnorm/rmsnorm_oracle.h"
 
@@ -19,23 +19,39 @@ using testing::CommittedCase;
 
 class Oracles : public ::testing::TestWithParam<CommittedCase> {};
 
-TEST_P(Oracles, ReferenceIsAValidYardstick) {
-  const CaseData c = read_case(GetParam().file, GetParam().name);
+// The reference fed to the gate as if it were the target must PASS every tensor: right
+// structure, every element within its conditioning envelope (the rounding-error bound of
+// an FP32 evaluation: a reference with a real bug would widen every threshold), and any
+// declared ULP rule met. This is also the control of every mutant test: the unmutated
+// reference is not caught.
+void expect_valid_yardstick(const CaseData& c) {
   for (const auto& t : c.output_names) {
-    // The reference fed to the gate as if it were the target.
     const GateResult r = evaluate_gate(t, c.spec, c.golden.at(t), c.reference.at(t), &c.reference.at(t));
-    EXPECT_TRUE(r.reference_structure.ok) << describe(r, c.spec);
-    EXPECT_TRUE(r.verdict == Verdict::pass || r.verdict == Verdict::pass_with_limitations) << describe(r, c.spec);
-    // Every reference element lies within its conditioning envelope (the rounding-error
-    // bound of an FP32 evaluation): a reference with a real bug would widen every
-    // threshold, so it must be a legitimate FP32 evaluation everywhere.
-    EXPECT_TRUE(r.reference_in_envelope) << describe(r, c.spec);
+    EXPECT_TRUE(r.reference_structure.ok) << c.op << " " << describe(r, c.spec);
+    EXPECT_TRUE(r.reference_in_envelope) << c.op << " " << describe(r, c.spec);
+    EXPECT_EQ(r.verdict, Verdict::pass) << c.op << " " << describe(r, c.spec);
     if (!r.gate_valid) {
-      std::cout << "[ note ] " << c.spec.name << "/" << t << ": gate not valid (ref/golden "
+      std::cout << "[ note ] " << c.op << "/" << c.spec.name << "/" << t << ": gate not valid (ref/golden "
                 << r.reference_relative_error << ", condition " << r.condition
                 << "); reference within the conditioning envelope\n";
     }
   }
+}
+
+TEST_P(Oracles, ReferenceIsAValidYardstick) { expect_valid_yardstick(read_case(GetParam().file, GetParam().name)); }
+
+// The same for the generated (production = true) cases of every op small enough to
+// materialize in memory: they are written only where a GPU replays them, so CI checks
+// their oracles here.
+TEST(Oracles, SmallGeneratedCasesAreValidYardsticks) {
+  int n = 0;
+  for (const auto& op : all_ops()) {
+    const auto cases = testing::small_generated_cases_of(op->name(), testing::kSmallGeneratedElements);
+    for (const CaseData& c : cases) expect_valid_yardstick(c);
+    std::cout << "[ oracles ] " << op->name() << ": " << cases.size() << " small generated cases\n";
+    n += static_cast<int>(cases.size());
+  }
+  EXPECT_GT(n, 100);
 }
 
 TEST_P(Oracles, EveryRowIsNormalizedAsIfAlone) {
