@@ -11,16 +11,7 @@
 namespace numgate::fused_add_rmsnorm {
 namespace {
 
-struct Dims {
-  std::int64_t rows, hidden;
-};
-Dims dims_of(const CaseSpec& c) {
-  if (c.shape.empty() || c.shape.back() < 1)
-    throw std::invalid_argument("fused_add_rmsnorm case '" + c.name + "': shape must end with hidden >= 1");
-  std::int64_t rows = 1;
-  for (std::size_t i = 0; i + 1 < c.shape.size(); ++i) rows *= c.shape[i];
-  return {rows, c.shape.back()};
-}
+RowShape dims_of(const CaseSpec& c) { return row_shape(c, "fused_add_rmsnorm"); }
 
 enum : std::uint32_t { kStreamX = 1, kStreamW = 2, kStreamDy = 3, kStreamRes = 4, kStreamDres = 5, kStreamPattern = 6 };
 
@@ -37,7 +28,7 @@ const char* mutant_name(Mutant m) {
 }
 
 std::map<std::string, Tensor> FusedAddRMSNormOp::make_inputs(const CaseSpec& c) const {
-  const Dims d = dims_of(c);
+  const RowShape d = dims_of(c);
   Tensor x(c.dtype, c.shape), res(c.dtype, c.shape), w(c.dtype, {d.hidden}), dy(c.dtype, c.shape),
       dres(c.dtype, c.shape);
   const RandomStream rx(c.seed, kStreamX), rw(c.seed, kStreamW), rdy(c.seed, kStreamDy), rres(c.seed, kStreamRes),
@@ -117,7 +108,7 @@ std::map<std::string, Tensor> FusedAddRMSNormOp::make_inputs(const CaseSpec& c) 
 
 std::map<std::string, GoldenTensor> FusedAddRMSNormOp::golden(const CaseSpec& c,
                                                               const std::map<std::string, Tensor>& in) const {
-  const Dims d = dims_of(c);
+  const RowShape d = dims_of(c);
   const double eps = c.param("eps");
   const Tensor &x = in.at("x"), &res = in.at("residual"), &w = in.at("w"), &dy = in.at("dy"),
                &dres = in.at("d_residual_out");
@@ -179,7 +170,7 @@ double toward_zero(double v, DType t) {
 
 std::map<std::string, Tensor> reference_variant(const CaseSpec& c, const std::map<std::string, Tensor>& in,
                                                 Mutant m) {
-  const Dims d = dims_of(c);
+  const RowShape d = dims_of(c);
   const float eps = static_cast<float>(c.param("eps"));
   const float n = static_cast<float>(d.hidden);
   const Tensor &x = in.at("x"), &res = in.at("residual"), &w = in.at("w"), &dy = in.at("dy"),

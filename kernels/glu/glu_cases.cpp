@@ -13,22 +13,13 @@ namespace {
 
 CaseSpec make(DType t, std::vector<std::int64_t> shape, std::uint64_t seed, std::string pattern, std::string why,
               std::vector<std::pair<std::string, double>> params, bool production = false) {
-  CaseSpec c;
-  c.dtype = t;
-  c.shape = std::move(shape);
-  c.seed = seed;
-  c.pattern = std::move(pattern);
-  c.params = std::move(params);
+  CaseSpec probe;
+  probe.params = params;
+  const double tanh = probe.param_or("approximate_tanh", -1);
+  const std::string variant = tanh < 0 ? "" : tanh != 0.0 ? "_tanh" : "_erf";
+  CaseSpec c = make_case(t, std::move(shape), seed, std::move(pattern), std::move(params), std::move(why), production,
+                         variant);
   c.gate.ulp_limit = 1;
-  c.production = production;
-  c.description = std::move(why);
-  std::string dims;
-  for (auto s : c.shape) dims += (dims.empty() ? "" : "x") + std::to_string(s);
-  std::string variant;
-  for (const auto& [k, v] : c.params)
-    if (k == "approximate_tanh") variant = v != 0.0 ? "_tanh" : "_erf";
-  c.name = std::string(dtype_name(t)) + variant + "_" + dims + (c.pattern == "normal" ? "" : "_" + c.pattern) +
-           "_seed" + std::to_string(seed);
   return c;
 }
 

@@ -7,20 +7,12 @@
 #include <stdexcept>
 
 #include "numgate/random.h"
+#include "rmsnorm/rmsnorm_oracle.h"
 
 namespace numgate::offset_rmsnorm {
 namespace {
 
-struct Dims {
-  std::int64_t rows, hidden;
-};
-Dims dims_of(const CaseSpec& c) {
-  if (c.shape.empty() || c.shape.back() < 1)
-    throw std::invalid_argument("offset_rmsnorm case '" + c.name + "': shape must end with hidden >= 1");
-  std::int64_t rows = 1;
-  for (std::size_t i = 0; i + 1 < c.shape.size(); ++i) rows *= c.shape[i];
-  return {rows, c.shape.back()};
-}
+RowShape dims_of(const CaseSpec& c) { return row_shape(c, "offset_rmsnorm"); }
 
 enum : std::uint32_t { kStreamX = 1, kStreamW = 2, kStreamDy = 3 };
 
@@ -36,7 +28,7 @@ const char* mutant_name(Mutant m) {
 }
 
 std::map<std::string, Tensor> OffsetRMSNormOp::make_inputs(const CaseSpec& c) const {
-  const Dims d = dims_of(c);
+  const RowShape d = dims_of(c);
   Tensor x(c.dtype, c.shape), w(c.dtype, {d.hidden}), dy(c.dtype, c.shape);
   const RandomStream rx(c.seed, kStreamX), rw(c.seed, kStreamW), rdy(c.seed, kStreamDy);
   const std::size_t n = x.numel();
@@ -89,85 +81,29 @@ std::map<std::string, Tensor> OffsetRMSNormOp::make_inputs(const CaseSpec& c) co
   return {{"x", x}, {"w", w}, {"dy", dy}};
 }
 
+// OffsetRMSNorm is RMSNorm with the per-column scale 1 + w: both oracles are RMSNorm's,
+// given that scale as the weight (FP64 1 + w for golden; the FP32 1.0f + w, or a mutant's
+// scale, as an fp32 tensor for the reference). dw does not involve the weight.
 std::map<std::string, GoldenTensor> OffsetRMSNormOp::golden(const CaseSpec& c,
                                                             const std::map<std::string, Tensor>& in) const {
-  const Dims d = dims_of(c);
-  const double eps = c.param("eps");
-  const Tensor &x = in.at("x"), &w = in.at("w"), &dy = in.at("dy");
-  GoldenTensor y{Tensor(DType::fp64, c.shape), Tensor(DType::fp64, c.shape), d.hidden};
-  GoldenTensor dx{Tensor(DType::fp64, c.shape), Tensor(DType::fp64, c.shape), d.hidden};
-  GoldenTensor dw{Tensor(DType::fp64, {d.hidden}), Tensor(DType::fp64, {d.hidden}), d.rows + d.hidden};
-  std::vector<double> dw_sum(d.hidden, 0.0), dw_abs(d.hidden, 0.0);
-  const double n = static_cast<double>(d.hidden);
-  for (std::int64_t r = 0; r < d.rows; ++r) {
-    const std::size_t base = static_cast<std::size_t>(r * d.hidden);
-    double ss = 0.0, gx = 0.0, gx_abs = 0.0;
-    for (std::int64_t i = 0; i < d.hidden; ++i) {
-      const double xi = x.get(base + i), gi = dy.get(base + i) * (1.0 + w.get(i));
-      ss += xi * xi;
-      gx += gi * xi;
-      gx_abs += std::fabs(gi * xi);
-    }
-    const double rstd = 1.0 / std::sqrt(ss / n + eps);
-    const double r3 = rstd * rstd * rstd;
-    for (std::int64_t i = 0; i < d.hidden; ++i) {
-      const double xi = x.get(base + i), wp = 1.0 + w.get(i), dyi = dy.get(base + i), gi = dyi * wp;
-      const double yi = xi * rstd * wp;
-      y.value.set(base + i, yi);
-      y.abs_terms.set(base + i, std::fabs(yi));
-      dx.value.set(base + i, rstd * gi - r3 * xi * (gx / n));
-      dx.abs_terms.set(base + i, std::fabs(rstd * gi) + r3 * std::fabs(xi) * (gx_abs / n));
-      const double t = dyi * xi * rstd;
-      dw_sum[i] += t;
-      dw_abs[i] += std::fabs(t);
-    }
-  }
-  for (std::int64_t i = 0; i < d.hidden; ++i) {
-    dw.value.set(i, dw_sum[i]);
-    dw.abs_terms.set(i, dw_abs[i]);
-  }
-  return {{"y", y}, {"dx", dx}, {"dw", dw}};
+  const Tensor& w = in.at("w");
+  Tensor wp(DType::fp64, w.shape);
+  for (std::size_t i = 0; i < w.numel(); ++i) wp.set(i, 1.0 + w.get(i));
+  return rmsnorm::RMSNormOp().golden(c, {{"x", in.at("x")}, {"w", wp}, {"dy", in.at("dy")}});
 }
 
 std::map<std::string, Tensor> reference_variant(const CaseSpec& c, const std::map<std::string, Tensor>& in,
                                                 Mutant m) {
-  const Dims d = dims_of(c);
-  const float eps = static_cast<float>(c.param("eps"));
-  const float n = static_cast<float>(d.hidden);
-  const Tensor &x = in.at("x"), &w = in.at("w"), &dy = in.at("dy");
-  Tensor y(c.dtype, c.shape), dx(c.dtype, c.shape), dw(c.dtype, {d.hidden});
-  // The scale per column: 1 + w in FP32 (mutants: in the weight dtype, or w alone).
-  std::vector<float> wp(d.hidden);
-  for (std::int64_t i = 0; i < d.hidden; ++i) {
+  const Tensor& w = in.at("w");
+  Tensor wp(DType::fp32, w.shape);
+  for (std::size_t i = 0; i < w.numel(); ++i) {
     const float wi = static_cast<float>(w.get(i));
     const float sum = 1.0f + wi;
-    wp[i] = m == Mutant::one_plus_w_in_weight_dtype ? static_cast<float>(round_to_dtype(sum, c.dtype))
-            : m == Mutant::offset_dropped           ? wi
-                                                    : sum;
+    wp.set(i, m == Mutant::one_plus_w_in_weight_dtype ? static_cast<float>(round_to_dtype(sum, c.dtype))
+              : m == Mutant::offset_dropped           ? wi
+                                                      : sum);
   }
-  std::vector<float> dw_acc(d.hidden, 0.0f);
-  for (std::int64_t r = 0; r < d.rows; ++r) {
-    const std::size_t base = static_cast<std::size_t>(r * d.hidden);
-    float ss = 0.0f, gx = 0.0f;
-    for (std::int64_t i = 0; i < d.hidden; ++i) {
-      const float xi = static_cast<float>(x.get(base + i));
-      const float gi = static_cast<float>(dy.get(base + i)) * wp[i];
-      ss = ss + xi * xi;
-      gx = gx + gi * xi;
-    }
-    const float rstd = 1.0f / std::sqrt(ss / n + eps);
-    const float mgx = gx / n;
-    for (std::int64_t i = 0; i < d.hidden; ++i) {
-      const float xi = static_cast<float>(x.get(base + i));
-      const float dyi = static_cast<float>(dy.get(base + i)), gi = dyi * wp[i];
-      const float xhat = xi * rstd;
-      y.set(base + i, xhat * wp[i]);
-      dx.set(base + i, rstd * (gi - xhat * (rstd * mgx)));
-      dw_acc[i] = dw_acc[i] + dyi * xhat;
-    }
-  }
-  for (std::int64_t i = 0; i < d.hidden; ++i) dw.set(i, dw_acc[i]);
-  return {{"y", y}, {"dx", dx}, {"dw", dw}};
+  return rmsnorm::reference_variant(c, {{"x", in.at("x")}, {"w", wp}, {"dy", in.at("dy")}}, rmsnorm::Mutant::none);
 }
 
 }  // namespace numgate::offset_rmsnorm

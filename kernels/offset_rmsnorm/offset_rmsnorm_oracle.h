@@ -50,6 +50,8 @@ std::map<std::string, Tensor> reference_variant(const CaseSpec& c, const std::ma
 class OffsetRMSNormOp final : public Op {
  public:
   std::string name() const override { return "offset_rmsnorm"; }
+  /// Golden and reference are RMSNorm's (rmsnorm_oracle.h) with the scale 1 + w as the
+  /// weight: a change to RMSNorm's oracle must bump this version too.
   int formula_version() const override { return 1; }
   std::vector<std::string> input_names() const override { return {"x", "w", "dy"}; }
   std::vector<std::string> output_names() const override { return {"y", "dx", "dw"}; }

@@ -11,19 +11,7 @@ constexpr double kEps = 1e-6;
 
 CaseSpec make(DType t, std::vector<std::int64_t> shape, std::uint64_t seed, std::string pattern, std::string why,
               bool production = false) {
-  CaseSpec c;
-  c.dtype = t;
-  c.shape = std::move(shape);
-  c.seed = seed;
-  c.pattern = std::move(pattern);
-  c.params = {{"eps", kEps}};
-  c.production = production;
-  c.description = std::move(why);
-  std::string dims;
-  for (auto s : c.shape) dims += (dims.empty() ? "" : "x") + std::to_string(s);
-  c.name = std::string(dtype_name(t)) + "_" + dims + (c.pattern == "normal" ? "" : "_" + c.pattern) + "_seed" +
-           std::to_string(seed);
-  return c;
+  return make_case(t, std::move(shape), seed, std::move(pattern), {{"eps", kEps}}, std::move(why), production);
 }
 
 }  // namespace

@@ -10,16 +10,7 @@
 namespace numgate::rmsnorm {
 namespace {
 
-struct Dims {
-  std::int64_t rows, hidden;
-};
-Dims dims_of(const CaseSpec& c) {
-  if (c.shape.empty() || c.shape.back() < 1)
-    throw std::invalid_argument("rmsnorm case '" + c.name + "': shape must end with hidden >= 1");
-  std::int64_t rows = 1;
-  for (std::size_t i = 0; i + 1 < c.shape.size(); ++i) rows *= c.shape[i];
-  return {rows, c.shape.back()};
-}
+RowShape dims_of(const CaseSpec& c) { return row_shape(c, "rmsnorm"); }
 
 // Stream ids of the inputs (a case's tensors must draw from different streams).
 enum : std::uint32_t { kStreamX = 1, kStreamW = 2, kStreamDy = 3, kStreamPattern = 4 };
@@ -37,7 +28,7 @@ const char* mutant_name(Mutant m) {
 }
 
 std::map<std::string, Tensor> RMSNormOp::make_inputs(const CaseSpec& c) const {
-  const Dims d = dims_of(c);
+  const RowShape d = dims_of(c);
   Tensor x(c.dtype, c.shape), w(c.dtype, {d.hidden}), dy(c.dtype, c.shape);
   const RandomStream rx(c.seed, kStreamX), rw(c.seed, kStreamW), rdy(c.seed, kStreamDy);
   const std::size_t n = x.numel();
@@ -78,7 +69,7 @@ std::map<std::string, Tensor> RMSNormOp::make_inputs(const CaseSpec& c) const {
 
 std::map<std::string, GoldenTensor> RMSNormOp::golden(const CaseSpec& c,
                                                       const std::map<std::string, Tensor>& in) const {
-  const Dims d = dims_of(c);
+  const RowShape d = dims_of(c);
   const double eps = c.param("eps");
   const Tensor &x = in.at("x"), &w = in.at("w"), &dy = in.at("dy");
   GoldenTensor y{Tensor(DType::fp64, c.shape), Tensor(DType::fp64, c.shape), d.hidden};
@@ -118,7 +109,7 @@ std::map<std::string, GoldenTensor> RMSNormOp::golden(const CaseSpec& c,
 
 std::map<std::string, Tensor> reference_variant(const CaseSpec& c, const std::map<std::string, Tensor>& in,
                                                 Mutant m) {
-  const Dims d = dims_of(c);
+  const RowShape d = dims_of(c);
   const float eps = static_cast<float>(c.param("eps"));
   const float n = static_cast<float>(d.hidden);
   const Tensor &x = in.at("x"), &w = in.at("w"), &dy = in.at("dy");

@@ -53,6 +53,8 @@ std::map<std::string, Tensor> reference_variant(const CaseSpec& c, const std::ma
 class RMSNormOp final : public Op {
  public:
   std::string name() const override { return "rmsnorm"; }
+  /// OffsetRMSNorm's oracles call these: a formula change here bumps offset_rmsnorm's
+  /// formula_version as well.
   int formula_version() const override { return 2; }  // 2: zero_row pattern scales that row's dy
   std::vector<std::string> input_names() const override { return {"x", "w", "dy"}; }
   std::vector<std::string> output_names() const override { return {"y", "dx", "dw"}; }

@@ -20,20 +20,9 @@ enum Mode { none = 0, causal = 1, additive = 2 };
 
 CaseSpec make(DType t, std::vector<std::int64_t> shape, std::uint64_t seed, std::string pattern, Mode mode,
               double scale, std::string why, bool production = true) {
-  CaseSpec c;
-  c.dtype = t;
-  c.shape = std::move(shape);
-  c.seed = seed;
-  c.pattern = std::move(pattern);
-  c.params = {{"scale", scale}, {"mask_mode", static_cast<double>(mode)}};
-  c.production = production;
-  c.description = std::move(why);
-  std::string dims;
-  for (auto s : c.shape) dims += (dims.empty() ? "" : "x") + std::to_string(s);
   const char* m = mode == causal ? "_causal" : mode == additive ? "_additive" : "";
-  c.name = std::string(dtype_name(t)) + "_" + dims + (c.pattern == "normal" ? "" : "_" + c.pattern) + m + "_seed" +
-           std::to_string(seed);
-  return c;
+  return make_case(t, std::move(shape), seed, std::move(pattern), {{"scale", scale}, {"mask_mode", static_cast<double>(mode)}},
+                   std::move(why), production, "", m);
 }
 
 }  // namespace
