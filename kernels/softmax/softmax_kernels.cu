@@ -14,17 +14,24 @@ Design.
   grid (checked once per row), element by element otherwise and for partial units. Thread
   t owns units t, t + 256, ...
 
-  forward, per row, three sweeps over x (the first from DRAM, the others mostly L1/L2 hits):
+  forward, per row, in three steps:
     1. m = block max of z over the unmasked elements (NaN-propagating: a shuffle butterfly
        of a symmetric max, so every lane agrees bitwise);
     2. s = block sum of e_j = exp(z_j - m) (per-thread sequential, then block_sum);
-    3. y_j = T(e_j / s), recomputing e_j bitwise identically; masked elements and rows with
-       m == -inf write exact zeros.
+    3. y_j = T(e_j / s); masked elements and rows with m == -inf write exact zeros.
+  Rows of up to kCacheUnits * 256 units (bf16/fp16 16,384 elements, fp32 8,192, double
+  4,096) take the cached kernel: each thread loads its units once (one DRAM read of x and
+  of the mask), keeps z in registers through step 1 and e_j through steps 2-3, so x is
+  read once, y written once and each exponential computed once. Longer rows take the
+  streaming kernel, which sweeps x three times (the later sweeps mostly L1/L2 hits) and
+  computes each exponential twice. Both visit units and elements in the same order
+  (units t, t + 256, ...; elements ascending), so they give bitwise the same y; the
+  launch picks the smallest register cache (1, 2, 4 or 8 units per thread) that holds
+  the row, from k_len alone.
   Why not online (max, sum) in one sweep: its rescaling s * exp(m_old - m_new) adds
   |m_old - m_new| * u of relative error to s that the reference (which exponentiates once
   against the final max) does not make; for fp32 outputs the gate's threshold is a few
-  FP32 ulps, so the kernel recomputes the exponentials instead. Caching the row in
-  registers/shared memory (one DRAM sweep) is a possible optimization, not done.
+  FP32 ulps, so the kernel exponentiates against the final max only.
 
   backward, per row, two sweeps: dot = block sum of dy_j * y_j; dx_j = T(scale * (y_j * (dy_j - dot))).
 
@@ -60,6 +67,8 @@ using numgate::device::unit_acc;
 using numgate::device::unit_is_full;
 
 constexpr int kThreads = 256;
+/// Units per thread of the largest register-cached forward (longer rows stream).
+constexpr int kCacheUnits = 8;
 
 /// The dtype's lowest finite value, in acc: a mask value at or below it masks out.
 template <typename T>
@@ -185,6 +194,74 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(const T* __restrict__
   }
 }
 
+/// Forward with the row held in registers: thread t caches units t, t + 256, ...,
+/// t + (R - 1) * 256 (the row has at most R * 256 units). Same operations in the same
+/// order as forward_kernel.
+template <typename T, int R>
+__global__ void __launch_bounds__(kThreads) forward_cached_kernel(const T* __restrict__ x, const T* __restrict__ mask,
+                                                                  T* __restrict__ y, int64_t q_len, int k_len,
+                                                                  acc_t<T> sf, int mask_mode, int64_t row_offset) {
+  using A = acc_t<T>;
+  constexpr int VEC = kVec<T>;
+  __shared__ A smem_max[32];
+  __shared__ A smem_sum[1][32];
+  const int64_t r = blockIdx.x;
+  const T* xr = x + r * k_len;
+  T* yr = y + r * k_len;
+  const int64_t qi = (row_offset + r) % q_len;
+  const T* mr = mask_mode == 2 ? mask + qi * k_len : nullptr;
+  const int64_t last_key = qi + k_len - q_len;
+  const int shift = grid_shift(xr);
+  const int nunits = (k_len + shift + VEC - 1) / VEC;
+  const bool mask_al = mr != nullptr && grid_is_aligned(mr, shift);
+  const bool y_al = grid_is_aligned(static_cast<const T*>(yr), shift);
+
+  A v[R][VEC];           // z_j, then e_j, then y_j (acc)
+  unsigned keep[R];      // bit j: element j of the unit is in the row and unmasked
+  A m = A(-INFINITY);
+#pragma unroll
+  for (int k = 0; k < R; ++k) {
+    keep[k] = 0;
+    const int u = static_cast<int>(threadIdx.x) + k * kThreads;
+    if (u >= nunits) continue;
+    const int lo = u * VEC - shift;
+    const bool full = unit_is_full<T>(lo, k_len);
+    const Unit<T> ux = load_unit(xr, lo, k_len, full);
+    const Unit<T> um = mask_mode == 2 ? load_unit(mr, lo, k_len, full && mask_al) : numgate::device::zero_unit<T>();
+    for_each_unmasked(ux, um, lo, k_len, mask_mode, last_key, sf, [&](int j, A z) {
+      v[k][j] = z;
+      keep[k] |= 1u << j;
+      m = max_nan(m, z);
+    });
+  }
+  m = block_max(m, smem_max);
+  const bool empty = m == A(-INFINITY);
+
+  A s[1] = {A(0)};
+  if (!empty) {
+#pragma unroll
+    for (int k = 0; k < R; ++k)
+#pragma unroll
+      for (int j = 0; j < VEC; ++j)
+        if (keep[k] >> j & 1u) {
+          v[k][j] = exp_acc(sub_rn(v[k][j], m));
+          s[0] = add_rn(s[0], v[k][j]);
+        }
+  }
+  block_sum<1>(s, smem_sum);
+
+#pragma unroll
+  for (int k = 0; k < R; ++k) {
+    const int u = static_cast<int>(threadIdx.x) + k * kThreads;
+    if (u >= nunits) continue;
+    const int lo = u * VEC - shift;
+    A out[VEC];
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) out[j] = (!empty && (keep[k] >> j & 1u)) ? div_rn(v[k][j], s[0]) : A(0);
+    store_unit(yr, lo, k_len, unit_is_full<T>(lo, k_len) && y_al, pack_from_acc<T>(out));
+  }
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kThreads) backward_kernel(const T* __restrict__ y, const T* __restrict__ dy,
                                                             T* __restrict__ dx, int k_len, acc_t<T> sf) {
@@ -243,8 +320,23 @@ cudaError_t forward(const T* x, const T* mask, T* y, int64_t rows, int64_t q_len
   if (rows == 0) return cudaSuccess;
   if (!x || !y || (mask_mode == 2 && !mask)) return cudaErrorInvalidValue;
   if (!aligned(x) || !aligned(y) || (mask_mode == 2 && !aligned(mask))) return cudaErrorInvalidValue;
-  forward_kernel<T><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
-      x, mask, y, q_len, static_cast<int>(k_len), static_cast<acc_t<T>>(scale), mask_mode, row_offset);
+  // Units a row can span (a partial unit at each end at most), whatever its 16-byte phase:
+  // the cache size depends on k_len only.
+  const int64_t max_units = (k_len + 2 * (kVec<T> - 1)) / kVec<T>;
+  const unsigned grid = static_cast<unsigned>(rows);
+  const int kl = static_cast<int>(k_len);
+  const acc_t<T> sf = static_cast<acc_t<T>>(scale);
+  if (max_units <= 1 * kThreads)
+    forward_cached_kernel<T, 1><<<grid, kThreads, 0, stream>>>(x, mask, y, q_len, kl, sf, mask_mode, row_offset);
+  else if (max_units <= 2 * kThreads)
+    forward_cached_kernel<T, 2><<<grid, kThreads, 0, stream>>>(x, mask, y, q_len, kl, sf, mask_mode, row_offset);
+  else if (max_units <= 4 * kThreads)
+    forward_cached_kernel<T, 4><<<grid, kThreads, 0, stream>>>(x, mask, y, q_len, kl, sf, mask_mode, row_offset);
+  else if (max_units <= kCacheUnits * kThreads)
+    forward_cached_kernel<T, kCacheUnits><<<grid, kThreads, 0, stream>>>(x, mask, y, q_len, kl, sf, mask_mode,
+                                                                          row_offset);
+  else
+    forward_kernel<T><<<grid, kThreads, 0, stream>>>(x, mask, y, q_len, kl, sf, mask_mode, row_offset);
   return cudaGetLastError();
 }
 

@@ -167,6 +167,41 @@ TEST(Gate, ElementwiseUlpRuleFailsBeyondTheDeclaredLimitEvenInsideTheThreshold) 
   EXPECT_NE(describe(r, c).find("ULP vs rounded golden (limit 1)"), std::string::npos) << describe(r, c);
 }
 
+// Tensors above 2^16 elements are gated in parallel chunks; the merged result must be the
+// sequential one: first index on ties, counts summed, structure failures at their first
+// element. Ties are placed in different chunks (whatever the thread count).
+TEST(Gate, LargeTensorsGiveTheSequentialResultWithFirstIndexOnTies) {
+  const std::size_t n = std::size_t{1} << 20;
+  std::vector<double> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = 1.0 + static_cast<double>(i % 64);  // exact in bf16
+  CaseSpec c = spec(DType::bf16);
+  c.shape = {static_cast<std::int64_t>(n)};
+  c.gate.ulp_limit = 8;
+  const auto g = gold(v);
+  const auto ref = make(DType::bf16, v);
+  auto tgt = make(DType::bf16, v);
+  const std::size_t tied[] = {n - 61, 5 * n / 8 + 3, 3, n / 2 + 3};  // value 4.0; 1 ULP there is 2^-5
+  for (std::size_t i : tied) {
+    ASSERT_EQ(v[i], 4.0);
+    tgt.set(i, 4.03125);
+  }
+  auto r = evaluate_gate("y", c, g, ref, &tgt);
+  EXPECT_EQ(r.worst_index, 3);
+  EXPECT_EQ(r.target_error, 0.03125);
+  EXPECT_EQ(r.max_ulp, 1);
+  EXPECT_EQ(r.max_ulp_index, 3);
+  EXPECT_EQ(r.ulp_counts[0], static_cast<std::int64_t>(n - 4));
+  EXPECT_EQ(r.ulp_counts[1], 4);
+  EXPECT_EQ(r.verdict, Verdict::fail);  // threshold 0: reference and golden agree exactly
+  tgt.set(n - 2, kNaN);
+  tgt.set(n / 2 + 7, kNaN);
+  r = evaluate_gate("y", c, g, ref, &tgt);
+  EXPECT_FALSE(r.target_structure.ok);
+  EXPECT_NE(r.target_structure.message.find("2 element(s)"), std::string::npos) << r.target_structure.message;
+  EXPECT_NE(r.target_structure.message.find("[" + std::to_string(n / 2 + 7) + "]"), std::string::npos)
+      << r.target_structure.message;
+}
+
 TEST(Gate, PerTensorUlpRuleAppliesToItsTensorOnly) {
   CaseSpec c = spec(DType::bf16);
   c.gate.tensor_ulp_limits = {{"residual_out", 0}};
