@@ -6,6 +6,8 @@
 // surrounded by guard bands. Registered in kernels/target_registry.cpp.
 #pragma once
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -48,6 +50,21 @@ struct TargetOp {
   /// their position (causal and per-query masks, RoPE) carry the position in params here.
   std::function<CaseSpec(const CaseSpec&, std::int64_t row)> row_case;
 };
+
+/// Calls f(T{}) with the kernel element type of a floating-point case dtype (fp32 float,
+/// bf16 __nv_bfloat16, fp16 __half, fp64 double) and returns its status;
+/// cudaErrorInvalidValue for i64 (index tensors are never a case dtype).
+template <class F>
+cudaError_t dispatch(DType t, F&& f) {
+  switch (t) {
+    case DType::fp32: return f(float{});
+    case DType::bf16: return f(__nv_bfloat16{});
+    case DType::fp16: return f(__half{});
+    case DType::fp64: return f(double{});
+    case DType::i64: break;
+  }
+  return cudaErrorInvalidValue;
+}
 
 /// The target of op `name`; throws std::invalid_argument listing the known targets.
 const TargetOp& find_target(const std::string& name);

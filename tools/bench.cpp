@@ -10,6 +10,9 @@
 // as skipped. Cases of one op with the same dtype, shape and op parameters (e.g.
 // different seeds) are timed once. The case's fixture file gives the op parameters (eps,
 // the GELU variant, ...) and every tensor's shape; no tensor data is read from it.
+// Benchmark shapes larger than any fixture (softmax 32 heads x 4096 x 4096, RoPE 4 x 4096
+// tokens, cross-entropy 8192 x 151,936; kScaledShapes) are timed as copies of a passing
+// case that differs from them in the first dimension only, and their lines say so.
 //
 // Method. Every input is filled on the device with non-zero pseudo-random values (1-D
 // inputs such as weights: positive, in [0.5, 1.5); i64 index inputs: 0, a valid
@@ -107,6 +110,7 @@ void cuda_check(cudaError_t err, const char* what, const char* file, int line) {
 struct BenchCase {
   std::string op;
   std::string name;   ///< first case name with this op, dtype, shape and parameters
+  std::vector<int64_t> scaled_from;  ///< non-empty: a benchmark shape scaled from that verified case shape
   std::string file;   ///< its fixture file (op parameters and tensor shapes come from there)
   int duplicates = 0; ///< further qualifying cases with the same op, dtype, shape and parameters
   numgate::CaseSpec spec;
@@ -145,7 +149,42 @@ nlohmann::json read_report(const std::string& path) {
   return j;
 }
 
-/// The qualifying cases, deduplicated by (op, dtype, shape, parameters), in report order.
+/// Benchmark shapes larger than any production fixture (their FP64 golden would need tens
+/// of GB): each is timed with the op parameters of a passing production case of the same op
+/// and dtype whose shape differs from it in the first dimension only; every tensor whose
+/// first dimension equals the case's first dimension is scaled with it (the per-row and
+/// per-token tensors; a mask [q_len, k_len] or a mean's loss [1] is not). The kernels'
+/// launch and code path depend on the row layout, not on the number of rows, so the
+/// verified case vouches for the numbers; the bench line names it.
+struct ScaledShape {
+  const char* op;
+  numgate::DType dtype;
+  std::vector<int64_t> from, to;
+};
+const ScaledShape kScaledShapes[] = {
+    {"softmax", numgate::DType::bf16, {1, 8, 4096, 4096}, {4, 8, 4096, 4096}},  // 32 heads x 4096 x 4096
+    {"rope", numgate::DType::bf16, {1, 4096, 32, 128}, {4, 4096, 32, 128}},     // 4 x 4096 tokens x 32 x 128
+    {"cross_entropy", numgate::DType::bf16, {1024, 151936}, {8192, 151936}},    // 8192 tokens, Qwen3 vocab
+};
+
+/// The benchmark-shape copies of a qualifying case (kScaledShapes).
+std::vector<BenchCase> scaled_copies(const BenchCase& bc) {
+  std::vector<BenchCase> out;
+  for (const ScaledShape& s : kScaledShapes) {
+    if (bc.op != s.op || bc.spec.dtype != s.dtype || bc.spec.shape != s.from) continue;
+    BenchCase big = bc;
+    big.scaled_from = bc.spec.shape;
+    big.spec.shape = s.to;
+    big.duplicates = 0;
+    for (auto& [n, ti] : big.tensors)
+      if (!ti.shape.empty() && ti.shape[0] == s.from[0]) ti.shape[0] = s.to[0];
+    out.push_back(std::move(big));
+  }
+  return out;
+}
+
+/// The qualifying cases, deduplicated by (op, dtype, shape, parameters), in report order,
+/// each followed by its benchmark-shape copies (kScaledShapes).
 /// Prints one "skipped" line per production case that cannot be timed.
 std::vector<BenchCase> select_cases(const nlohmann::json& report, const std::string& path) {
   std::vector<BenchCase> out;
@@ -232,7 +271,9 @@ std::vector<BenchCase> select_cases(const nlohmann::json& report, const std::str
         ++same->duplicates;
         continue;
       }
+      std::vector<BenchCase> scaled = scaled_copies(bc);
       out.push_back(std::move(bc));
+      for (auto& sc : scaled) out.push_back(std::move(sc));
     } catch (const nlohmann::json::exception& e) {
       std::printf("bench %s %s: skipped: malformed case entry (%s)\n", op.c_str(), name.c_str(), e.what());
     }
@@ -358,6 +399,9 @@ void print_line(const BenchCase& bc, const std::string& pass, const Timing& t, d
   const double gbps = bytes / (t.median_us * 1e3);
   std::string suffix = bc.name;
   if (bc.duplicates > 0) suffix += strf(" (+%d more with this dtype, shape and parameters)", bc.duplicates);
+  if (!bc.scaled_from.empty())
+    suffix += strf(" (benchmark shape; numerics verified on that case at [%s], same parameters)",
+                   shape_str(bc.scaled_from).c_str());
   // Fewer rows than SMs leaves SMs idle under one block per row, so the time is launch and
   // latency, not bandwidth; still timed, but flagged so nobody reads GB/s as bandwidth.
   if (rows < dev.sm_count)

@@ -15,17 +15,21 @@
 // sum, a slice's "loss" is the reduction over the launched rows only (divided by the
 // batch's n for mean).
 //
-// Numerics: FP32 (the reference policy) except the exponential sum, which is more
-// accurate than the reference's: per thread an online (max, sum) over the thread's units
-// with the sum, its rescalings exp(m_old - m_new) and every term exp(s_j - m) in FP64;
-// threads combined by a fixed butterfly (warp, then block) of the same (m, S) rule; the
-// smoothing sum sum_j s_j in FP64 likewise; log S in FP64, rounded once to FP32. All
-// listed FP32 operations are single IEEE operations (no FMA contraction: mul_rn/add_rn...).
+// Numerics: acc = FP32 (the reference policy; FP64 for the double instantiation) except
+// the exponential sum, which is more accurate than the reference's: per thread an online
+// (max, sum) over the thread's units with the sum and its rescalings exp(m_old - m_new) in
+// FP64; threads combined by a fixed butterfly (warp, then block) of the same (m, S) rule;
+// the smoothing sum sum_j s_j in FP64 likewise; log S in FP64, rounded once to acc. The
+// per-element transcendentals depend on the logits' dtype: bf16 / fp16 use CUDA's FP32
+// expf and tanhf (<= 2 FP32 ulp, 2^-13 of the output's rounding; the terms of S are
+// expf(s - m) added in FP64, and p = expf(s - m) * RN_fp32(1 / S)); float evaluates exp and
+// tanh in FP64 and rounds once (p = RN_fp32(e / S) with e in FP64: the FP32 outputs'
+// threshold is a few FP32 ulps, and the reference's libm tanhf is within ~0.5 ulp where
+// 1 / (1 - tanh^2) amplifies a 2-ulp tanhf in the derivative); double is FP64 throughout.
+// All listed acc operations are single IEEE operations (no FMA contraction: mul_rn...).
 // The token reduction (mean, sum) is a second single-block kernel summing the per-token
-// FP32 losses in a fixed tree (per-thread sequential, then block_sum); the count n is an
-// integer sum (order-free). Soft cap: tanh of the FP32 quotient x / c evaluated in FP64
-// and rounded once to FP32 (the reference's libm tanhf is within ~0.5 ulp; CUDA's tanhf
-// errs by up to 2 ulp, amplified by 1 / (1 - tanh^2) in the derivative).
+// losses in a fixed tree (per-thread sequential, then block_sum); the count n is an
+// integer sum (order-free).
 //
 // Targets. Read byte-wise when not 8-byte aligned (the misaligned replay shifts every
 // buffer by one element of the case dtype). The kernels never index memory with a target:
@@ -39,15 +43,20 @@
 // alignment); 16-byte vector loads/stores where a tensor's own alignment allows, element
 // by element otherwise. No in-place.
 //
-// Launch shape: one block of 256 threads per token (grid.x = tokens); forward with mean /
-// sum adds one single-block reduce kernel, and mean a single-block count kernel (forward
-// and backward). Limits: 0 <= tokens <= 2^31 - 1, 1 <= vocab <= 2^30, row_offset >= 0,
+// Launch shape: blocks of 512 threads, one token per block at a time, each thread with
+// four 16-byte loads in flight. Forward: grid.x = tokens, one read of each row (online
+// logsumexp). Backward: a statistics sweep and a gradient sweep per row; the grid holds
+// as many rows in flight as 3/4 of the L2 cache holds (at most the resident blocks) and
+// loops over the rows, so the gradient sweep reads the row from L2 and the logits cross
+// DRAM once. Forward with mean / sum adds one single-block reduce kernel, and mean a
+// single-block count kernel (forward and backward). Limits: 0 <= tokens <= 2^31 - 1,
+// 1 <= vocab <= 2^30, row_offset >= 0,
 // row_offset + tokens <= total_tokens; reduction in {0, 1, 2}; eps in [0, 1]; z_loss >= 0;
 // softcap >= 0. Workspace: workspace_bytes(tokens) bytes at any byte alignment (per-token
-// FP32 losses and the count, placed from the next 16-byte boundary).
+// losses in acc and the count, placed from the next 16-byte boundary).
 //
 // Determinism: no atomics; every summation order depends only on vocab, the 16-byte
-// phase of the row and tokens, so repeated calls are bitwise identical and a row launched
+// phase of the row and tokens (not on the backward's grid size), so repeated calls are bitwise identical and a row launched
 // alone (same phase, its row_offset and the batch's total_tokens) gives bitwise its row.
 //
 // Errors: cudaErrorInvalidValue without launching for bad sizes or parameters, null
@@ -96,6 +105,7 @@ cudaError_t backward(const T* logits, const std::int64_t* targets, const T* dlos
                                           const Params&, std::int64_t, std::int64_t, void*, std::size_t,         \
                                           cudaStream_t);
 NUMGATE_CE_EXTERN(float)
+NUMGATE_CE_EXTERN(double)
 NUMGATE_CE_EXTERN(__half)
 NUMGATE_CE_EXTERN(__nv_bfloat16)
 #undef NUMGATE_CE_EXTERN

@@ -57,16 +57,6 @@ Launch launch_of(const CaseSpec& c) {
   return l;
 }
 
-template <class F>
-cudaError_t dispatch(DType t, F&& f) {
-  switch (t) {
-    case DType::fp32: return f(float{});
-    case DType::bf16: return f(__nv_bfloat16{});
-    case DType::fp16: return f(__half{});
-    default: return cudaErrorInvalidValue;  // fp64 / i64: no cross-entropy kernel
-  }
-}
-
 /// Host-side validation of the device targets (see the file comment). cudaSuccess when
 /// every target is valid.
 cudaError_t validate(const Launch& l, const void* targets, cudaStream_t s) {

@@ -16,17 +16,6 @@ Shape shape_of(const CaseSpec& c) {
   return {rows, c.shape.back()};
 }
 
-template <class F>
-cudaError_t dispatch(DType t, F&& f) {
-  switch (t) {
-    case DType::fp32: return f(float{});
-    case DType::bf16: return f(__nv_bfloat16{});
-    case DType::fp16: return f(__half{});
-    case DType::fp64: return f(double{});
-  }
-  return cudaErrorInvalidValue;
-}
-
 cudaError_t launch_forward(const CaseSpec& c, const DevicePtrs& p, void*, std::size_t, cudaStream_t s) {
   const Shape sh = shape_of(c);
   return dispatch(c.dtype, [&](auto tag) {

@@ -18,17 +18,6 @@ std::int64_t rows_of(const CaseSpec& c) {
   return rows;
 }
 
-template <class F>
-cudaError_t dispatch(DType t, F&& f) {
-  switch (t) {
-    case DType::fp32: return f(float{});
-    case DType::bf16: return f(__nv_bfloat16{});
-    case DType::fp16: return f(__half{});
-    case DType::fp64: return f(double{});
-  }
-  return cudaErrorInvalidValue;
-}
-
 bool tanh_of(const CaseSpec& c) { return c.param("approximate_tanh") != 0.0; }
 
 TargetOp make(const std::string& op, bool geglu) {

@@ -43,7 +43,10 @@
 // Never synchronizes.
 //
 // Plain host C++ header (compiles with g++); kernels in rope_kernels.cu, instantiated for
-// float, __half and __nv_bfloat16.
+// float, __half and __nv_bfloat16 (the FP32 policy above) and double: FP64 throughout
+// (inv_freq = pow(theta, -2f/d) on the device, angle = double(p) * inv_freq, FP64 sincos,
+// the rotation in FP64 without FMA); the double instantiation is compiled, not yet
+// exercised by fixture cases.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -71,6 +74,7 @@ cudaError_t apply(const T* q, const T* k, const std::int64_t* positions, T* q_ou
   extern template cudaError_t apply<T>(const T*, const T*, const std::int64_t*, T*, T*, std::int64_t,          \
                                        std::int64_t, std::int64_t, std::int64_t, double, bool, bool, cudaStream_t);
 NUMGATE_ROPE_EXTERN(float)
+NUMGATE_ROPE_EXTERN(double)
 NUMGATE_ROPE_EXTERN(__half)
 NUMGATE_ROPE_EXTERN(__nv_bfloat16)
 #undef NUMGATE_ROPE_EXTERN

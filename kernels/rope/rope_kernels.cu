@@ -1,6 +1,7 @@
 // RoPE target kernels (see rope.cuh for the contract and rope_math.h for the numerics).
 #include <climits>
 #include <cstdint>
+#include <type_traits>
 
 #include "common/cuda_utils.cuh"
 #include "rope/rope.cuh"
@@ -31,10 +32,20 @@ __device__ __forceinline__ std::int64_t load_position(const unsigned char* posit
   return static_cast<std::int64_t>(v);
 }
 
+/// The declared rotation in acc: FP32 (rope_math.h) or, for the double instantiation, the
+/// same operations in FP64.
+__device__ __forceinline__ void rotate_acc(float x1, float x2, float c, float s, float& y1, float& y2) {
+  math::rotate(x1, x2, c, s, y1, y2);
+}
+__device__ __forceinline__ void rotate_acc(double x1, double x2, double c, double s, double& y1, double& y2) {
+  y1 = __dsub_rn(__dmul_rn(x1, c), __dmul_rn(x2, s));
+  y2 = __dadd_rn(__dmul_rn(x2, c), __dmul_rn(x1, s));
+}
+
 /// Rotates item `item` of one token's heads (x, y: that token's [heads, d] rows).
 template <typename T, bool kInterleaved>
 __device__ __forceinline__ void rotate_item(const T* __restrict__ x, T* __restrict__ y, int item, int d, bool vec,
-                                            const float* cs, const float* sn) {
+                                            const acc_t<T>* cs, const acc_t<T>* sn) {
   constexpr int V = kVec<T>;
   const int half = d / 2;
   if (vec) {
@@ -49,7 +60,7 @@ __device__ __forceinline__ void rotate_item(const T* __restrict__ x, T* __restri
 #pragma unroll
       for (int t = 0; t < V / 2; ++t) {
         const int f = lo / 2 + t;
-        math::rotate(unit_acc(u, 2 * t), unit_acc(u, 2 * t + 1), cs[f], sn[f], r[2 * t], r[2 * t + 1]);
+        rotate_acc(unit_acc(u, 2 * t), unit_acc(u, 2 * t + 1), cs[f], sn[f], r[2 * t], r[2 * t + 1]);
       }
       store_unit(out, lo, d, true, pack_from_acc<T>(r));
     } else {
@@ -58,7 +69,7 @@ __device__ __forceinline__ void rotate_item(const T* __restrict__ x, T* __restri
 #pragma unroll
       for (int t = 0; t < V; ++t) {
         const int f = lo + t;
-        math::rotate(unit_acc(a, t), unit_acc(b, t), cs[f], sn[f], ra[t], rb[t]);
+        rotate_acc(unit_acc(a, t), unit_acc(b, t), cs[f], sn[f], ra[t], rb[t]);
       }
       store_unit(out, lo, d, true, pack_from_acc<T>(ra));
       store_unit(out, lo + half, d, true, pack_from_acc<T>(rb));
@@ -67,8 +78,8 @@ __device__ __forceinline__ void rotate_item(const T* __restrict__ x, T* __restri
     const int h = item / half, f = item - h * half;
     const std::int64_t base = static_cast<std::int64_t>(h) * d;
     const std::int64_t i1 = base + (kInterleaved ? 2 * f : f), i2 = i1 + (kInterleaved ? 1 : half);
-    float y1, y2;
-    math::rotate(to_acc(x[i1]), to_acc(x[i2]), cs[f], sn[f], y1, y2);
+    acc_t<T> y1, y2;
+    rotate_acc(to_acc(x[i1]), to_acc(x[i2]), cs[f], sn[f], y1, y2);
     y[i1] = from_acc<T>(y1);
     y[i2] = from_acc<T>(y2);
   }
@@ -78,14 +89,21 @@ template <typename T, bool kInterleaved>
 __global__ void __launch_bounds__(kMaxThreads)
     rope_kernel(const T* __restrict__ q, const T* __restrict__ k, const unsigned char* __restrict__ positions,
                 T* __restrict__ q_out, T* __restrict__ k_out, int q_heads, int kv_heads, int d, bool inverse,
-                bool vec_q, bool vec_k, const __grid_constant__ InvFreqTable table) {
-  __shared__ float cs[kMaxFreqs], sn[kMaxFreqs];
+                bool vec_q, bool vec_k, double theta, const __grid_constant__ InvFreqTable table) {
+  using A = acc_t<T>;
+  __shared__ A cs[kMaxFreqs], sn[kMaxFreqs];
   const std::int64_t t = blockIdx.x;
   const int half = d / 2;
   const std::int64_t p = load_position(positions, t);
   for (int f = threadIdx.x; f < half; f += blockDim.x) {
-    float c, s;
-    math::cos_sin(math::angle_of(p, table.v[f]), c, s);
+    A c, s;
+    if constexpr (std::is_same_v<T, double>) {
+      // FP64 throughout: inv_freq = theta^(-2f/d), angle = double(p) * inv_freq, sincos.
+      const double inv = pow(theta, -static_cast<double>(2 * f) / static_cast<double>(d));
+      sincos(__dmul_rn(static_cast<double>(p), inv), &s, &c);
+    } else {
+      math::cos_sin(math::angle_of(p, table.v[f]), c, s);
+    }
     cs[f] = c;
     sn[f] = inverse ? -s : s;  // exact negation: the backward rotates by -angle
   }
@@ -121,7 +139,7 @@ cudaError_t apply(const T* q, const T* k, const std::int64_t* positions, T* q_ou
                         static_cast<const void*>(k_out)})
     if (!aligned(p, sizeof(T))) return cudaErrorInvalidValue;
 
-  InvFreqTable table{};
+  InvFreqTable table{};  // the FP32 policy's table (unused by the double instantiation)
   for (std::int64_t f = 0; f < head_dim / 2; ++f) table.v[f] = math::inv_freq(theta, f, head_dim);
 
   constexpr int V = kVec<T>;
@@ -138,9 +156,11 @@ cudaError_t apply(const T* q, const T* k, const std::int64_t* positions, T* q_ou
   const int hq = static_cast<int>(q_heads), hkv = static_cast<int>(kv_heads);
   const dim3 grid(static_cast<unsigned>(tokens));
   if (interleaved)
-    rope_kernel<T, true><<<grid, threads, 0, stream>>>(q, k, pos, q_out, k_out, hq, hkv, d, inverse, vec_q, vec_k, table);
+    rope_kernel<T, true><<<grid, threads, 0, stream>>>(q, k, pos, q_out, k_out, hq, hkv, d, inverse, vec_q, vec_k,
+                                                       theta, table);
   else
-    rope_kernel<T, false><<<grid, threads, 0, stream>>>(q, k, pos, q_out, k_out, hq, hkv, d, inverse, vec_q, vec_k, table);
+    rope_kernel<T, false><<<grid, threads, 0, stream>>>(q, k, pos, q_out, k_out, hq, hkv, d, inverse, vec_q, vec_k,
+                                                        theta, table);
   return cudaGetLastError();
 }
 
@@ -148,6 +168,7 @@ cudaError_t apply(const T* q, const T* k, const std::int64_t* positions, T* q_ou
   template cudaError_t apply<T>(const T*, const T*, const std::int64_t*, T*, T*, std::int64_t, std::int64_t, \
                                 std::int64_t, std::int64_t, double, bool, bool, cudaStream_t);
 NUMGATE_ROPE_INSTANTIATE(float)
+NUMGATE_ROPE_INSTANTIATE(double)
 NUMGATE_ROPE_INSTANTIATE(__half)
 NUMGATE_ROPE_INSTANTIATE(__nv_bfloat16)
 #undef NUMGATE_ROPE_INSTANTIATE
