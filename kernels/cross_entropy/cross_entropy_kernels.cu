@@ -203,16 +203,55 @@ __device__ Stats<acc_t<T>> row_stats(const T* xr, int V, std::int64_t y, acc_t<T
   const int shift = grid_shift(xr);
   const int nunits = (V + shift + VEC - 1) / VEC;
   Stats<A> st{A(-INFINITY), 0.0, 0.0};
-  for_each_unit(xr, V, shift, nunits, [&](int lo, bool, const Unit<T>& ux) {
+  if constexpr (kFp32Transcendentals<T>) {
+    // Unit-wise online update (bf16 / fp16): the unit's max first, one FP64 rescale when
+    // it raises the running max, then the unit's 8 terms expf(s - m) and its sum of s in
+    // FP32 (sequential), each added to the FP64 accumulators once. NaN: fmaxf skips it,
+    // so a NaN s is remembered and makes m NaN at the end (as the NaN-propagating max
+    // would); its term is NaN and S is NaN either way.
+    bool nan_seen = false;
+    for_each_unit(xr, V, shift, nunits, [&](int lo, bool full, const Unit<T>& ux) {
+      A sv[VEC];
+      A um = A(-INFINITY);
 #pragma unroll
-    for (int j = 0; j < VEC; ++j) {
-      const int i = lo + j;
-      if (i < 0 || i >= V) continue;
-      const A s = capped<T>(unit_acc(ux, j), cf);
-      add_elem<T>(st, s);
-      if (i == y) sm_sy = s;  // a single writer: the owner of element y
-    }
-  });
+      for (int j = 0; j < VEC; ++j) {
+        const int i = lo + j;
+        sv[j] = (full || (i >= 0 && i < V)) ? capped<T>(unit_acc(ux, j), cf) : A(-INFINITY);
+        nan_seen |= isnan(sv[j]);
+        um = fmaxf(um, sv[j]);
+      }
+      if (y >= lo && y < lo + VEC) {  // a single writer: the owner of element y
+#pragma unroll
+        for (int j = 0; j < VEC; ++j)
+          if (lo + j == y) sm_sy = sv[j];
+      }
+      const A mn = fmaxf(st.m, um);
+      if (mn == A(-INFINITY)) return;  // every s so far is -inf: no term, no change
+      if (mn > st.m && st.m != A(-INFINITY))
+        st.S = __dmul_rn(st.S, exp(__dsub_rn(static_cast<double>(st.m), static_cast<double>(mn))));
+      st.m = mn;
+      A e = A(0), ss = A(0);
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        e = __fadd_rn(e, expf(__fsub_rn(sv[j], mn)));  // -inf gives 0
+        if (full || (lo + j >= 0 && lo + j < V)) ss = __fadd_rn(ss, sv[j]);
+      }
+      st.S = __dadd_rn(st.S, static_cast<double>(e));
+      st.sum_s = __dadd_rn(st.sum_s, static_cast<double>(ss));
+    });
+    if (nan_seen) st.m = A(NAN);
+  } else {
+    for_each_unit(xr, V, shift, nunits, [&](int lo, bool, const Unit<T>& ux) {
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        const int i = lo + j;
+        if (i < 0 || i >= V) continue;
+        const A s = capped<T>(unit_acc(ux, j), cf);
+        add_elem<T>(st, s);
+        if (i == y) sm_sy = s;  // a single writer: the owner of element y
+      }
+    });
+  }
 #pragma unroll
   for (int off = 16; off > 0; off >>= 1) st = combine(st, shfl_stats(st, off));
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = kThreads / 32;

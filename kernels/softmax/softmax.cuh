@@ -19,11 +19,12 @@
 // Numerics: acc = float for float/__half/__nv_bfloat16 (double for double); every listed
 // operation is one IEEE operation rounded to nearest, never contracted into an FMA
 // (mul_rn/add_rn/sub_rn/div_rn); sums in a fixed tree order (per-thread sequential, then
-// warp and block butterflies); exp(z - m) for acc = float is evaluated in FP64 and rounded
-// once to float (correctly rounded but for rare near-ties), matching the reference's libm
-// expf (<= 0.502 ulp) where CUDA's expf errs by up to 2 ulp; the max is exact. The
-// exponentials are therefore the reference's, value for value (no online rescaling:
-// see softmax_kernels.cu), and y differs from the reference only by the sum's order.
+// warp and block butterflies); the max is exact. exp(z - m): for float outputs evaluated
+// in FP64 and rounded once to float (correctly rounded but for rare near-ties), matching
+// the reference's libm expf (<= 0.502 ulp) where CUDA's expf errs by up to 2 ulp, so the
+// exponentials are the reference's value for value and y differs from it only by the
+// sum's order; for bf16 / fp16 outputs CUDA's FP32 expf (<= 2 FP32 ulp: 2^-13 of the
+// output's rounding); for double, exp. No online rescaling (see softmax_kernels.cu).
 //
 // Layout: x, y, dy, dx, y_fwd row-major [rows, k_len] (contiguous); mask [q_len, k_len]
 // (read only in mask_mode 2; may be null otherwise). Alignment: pointers aligned to

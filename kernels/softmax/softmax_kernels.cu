@@ -27,7 +27,9 @@ Design.
   computes each exponential twice. Both visit units and elements in the same order
   (units t, t + 256, ...; elements ascending), so they give bitwise the same y; the
   launch picks the smallest register cache (1, 2, 4 or 8 units per thread) that holds
-  the row, from k_len alone.
+  the row (from k_len and x's 16-byte phase).
+  The exponential is FP32 expf for bf16 / fp16 outputs and FP64 exp rounded once for
+  float outputs (see exp_acc).
   Why not online (max, sum) in one sweep: its rescaling s * exp(m_old - m_new) adds
   |m_old - m_new| * u of relative error to s that the reference (which exponentiates once
   against the final max) does not make; for fp32 outputs the gate's threshold is a few
@@ -43,6 +45,7 @@ explicitly, so it would not change them, but exp would still be the FP64 libdevi
 
 #include <cfloat>
 #include <cstdint>
+#include <type_traits>
 
 #include "common/cuda_utils.cuh"
 
@@ -92,9 +95,16 @@ __device__ __forceinline__ A max_nan(A a, A b) {
   return a > b ? a : b;
 }
 
-/// exp(d) in acc, as the reference computes it: for float, FP64 exp rounded once to float.
-__device__ __forceinline__ float exp_acc(float d) { return __double2float_rn(exp(static_cast<double>(d))); }
-__device__ __forceinline__ double exp_acc(double d) { return exp(d); }
+/// exp(d) in acc. float outputs: FP64 exp rounded once to float, the reference's libm expf
+/// value but for rare near-ties (CUDA's expf errs by up to 2 ulp, and the FP32 gate allows a
+/// few FP32 ulps of y). bf16 / fp16 outputs: CUDA's FP32 expf (<= 2 FP32 ulp, 2^-13 of the
+/// output's rounding; the FP64 exp made the forward compute-bound). double: exp.
+template <typename T>
+__device__ __forceinline__ acc_t<T> exp_acc(acc_t<T> d) {
+  if constexpr (std::is_same_v<T, double>) return exp(d);
+  else if constexpr (sizeof(T) == 2) return expf(d);
+  else return __double2float_rn(exp(static_cast<double>(d)));
+}
 
 /// Block-wide NaN-propagating max (every thread gets the result). smem: 32 values.
 template <typename A>
@@ -173,7 +183,7 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(const T* __restrict__
       const bool full = unit_is_full<T>(lo, k_len);
       const Unit<T> ux = load_unit(xr, lo, k_len, full), um = load_mask(lo, full);
       for_each_unmasked(ux, um, lo, k_len, mask_mode, last_key, sf,
-                        [&](int, A z) { s[0] = add_rn(s[0], exp_acc(sub_rn(z, m))); });
+                        [&](int, A z) { s[0] = add_rn(s[0], exp_acc<T>(sub_rn(z, m))); });
     }
   }
   block_sum<1>(s, smem_sum);  // every thread takes part (uniform: `empty` is block-wide)
@@ -188,7 +198,7 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(const T* __restrict__
     if (!empty) {
       const Unit<T> ux = load_unit(xr, lo, k_len, full), um = load_mask(lo, full);
       for_each_unmasked(ux, um, lo, k_len, mask_mode, last_key, sf,
-                        [&](int j, A z) { v[j] = div_rn(exp_acc(sub_rn(z, m)), s[0]); });
+                        [&](int j, A z) { v[j] = div_rn(exp_acc<T>(sub_rn(z, m)), s[0]); });
     }
     store_unit(yr, lo, k_len, full && y_al, pack_from_acc<T>(v));
   }
@@ -244,7 +254,7 @@ __global__ void __launch_bounds__(kThreads) forward_cached_kernel(const T* __res
 #pragma unroll
       for (int j = 0; j < VEC; ++j)
         if (keep[k] >> j & 1u) {
-          v[k][j] = exp_acc(sub_rn(v[k][j], m));
+          v[k][j] = exp_acc<T>(sub_rn(v[k][j], m));
           s[0] = add_rn(s[0], v[k][j]);
         }
   }
@@ -320,9 +330,14 @@ cudaError_t forward(const T* x, const T* mask, T* y, int64_t rows, int64_t q_len
   if (rows == 0) return cudaSuccess;
   if (!x || !y || (mask_mode == 2 && !mask)) return cudaErrorInvalidValue;
   if (!aligned(x) || !aligned(y) || (mask_mode == 2 && !aligned(mask))) return cudaErrorInvalidValue;
-  // Units a row can span (a partial unit at each end at most), whatever its 16-byte phase:
-  // the cache size depends on k_len only.
-  const int64_t max_units = (k_len + 2 * (kVec<T> - 1)) / kVec<T>;
+  // Units a row spans: exact when every row has x's 16-byte phase (row bytes a multiple of
+  // 16), else the most any phase gives (a partial unit at each end). Only the register
+  // cache's size depends on it, never a result.
+  const int64_t vec = kVec<T>;
+  const int64_t max_units =
+      (k_len * static_cast<int64_t>(sizeof(T))) % 16 == 0
+          ? (k_len + static_cast<int64_t>(reinterpret_cast<std::uintptr_t>(x) % 16 / sizeof(T)) + vec - 1) / vec
+          : (k_len + 2 * (vec - 1)) / vec;
   const unsigned grid = static_cast<unsigned>(rows);
   const int kl = static_cast<int>(k_len);
   const acc_t<T> sf = static_cast<acc_t<T>>(scale);
