@@ -4,7 +4,7 @@ The op and the numerics contract are in cross_entropy.cuh and cross_entropy_orac
 
 Design.
 
-  Blocks of 512 threads, one token (row) per block at a time. The row of logits is viewed
+  Blocks of 512 threads (backward: 1024), one token (row) per block at a time. The row of logits is viewed
   on the virtual 16-byte grid of common/cuda_utils.cuh (shift = (p % 16) / sizeof(T));
   thread t owns units t, t + 512, ... (fp32 4, bf16/fp16 8, double 2 elements per unit) and
   loads them four at a time before using them (memory-level parallelism).
@@ -63,6 +63,9 @@ using numgate::device::unit_acc;
 using numgate::device::unit_is_full;
 
 constexpr int kThreads = 512;
+/// Backward block size: its grid is capped by L2 (about one row in flight per SM), so each
+/// row gets more threads to keep the SM busy.
+constexpr int kBwdThreads = 1024;
 /// Units (16-byte loads) each thread has in flight in a sweep.
 constexpr int kBatch = 4;
 
@@ -169,21 +172,21 @@ __device__ __forceinline__ Stats<A> shfl_stats(const Stats<A>& s, int off) {
   return o;
 }
 
-/// Calls f(lo, full, unit) for the thread's units t, t + kThreads, ... in order, loading
-/// kBatch units before using any of them (kBatch 16-byte loads in flight per thread).
-template <typename T, typename F>
+/// Calls f(lo, full, unit) for the thread's units t, t + NT, ... in order (NT = blockDim.x),
+/// loading kBatch units before using any of them (kBatch 16-byte loads in flight per thread).
+template <int NT, typename T, typename F>
 __device__ __forceinline__ void for_each_unit(const T* xr, int V, int shift, int nunits, F&& f) {
   constexpr int VEC = kVec<T>;
-  for (int u0 = threadIdx.x; u0 < nunits; u0 += kBatch * kThreads) {
+  for (int u0 = threadIdx.x; u0 < nunits; u0 += kBatch * NT) {
     Unit<T> ux[kBatch];
 #pragma unroll
     for (int b = 0; b < kBatch; ++b) {
-      const int u = u0 + b * kThreads, lo = u * VEC - shift;
+      const int u = u0 + b * NT, lo = u * VEC - shift;
       if (u < nunits) ux[b] = load_unit(xr, lo, V, unit_is_full<T>(lo, V));
     }
 #pragma unroll
     for (int b = 0; b < kBatch; ++b) {
-      const int u = u0 + b * kThreads, lo = u * VEC - shift;
+      const int u = u0 + b * NT, lo = u * VEC - shift;
       if (u < nunits) f(lo, unit_is_full<T>(lo, V), ux[b]);
     }
   }
@@ -191,7 +194,7 @@ __device__ __forceinline__ void for_each_unit(const T* xr, int V, int shift, int
 
 /// Block-wide statistics of one row, and s_y (NaN when y is not in the row). Every thread
 /// returns the same bits.
-template <typename T>
+template <int NT, typename T>
 __device__ Stats<acc_t<T>> row_stats(const T* xr, int V, std::int64_t y, acc_t<T> cf, acc_t<T>* sy_out) {
   using A = acc_t<T>;
   __shared__ A sm_m[32];
@@ -210,7 +213,7 @@ __device__ Stats<acc_t<T>> row_stats(const T* xr, int V, std::int64_t y, acc_t<T
     // so a NaN s is remembered and makes m NaN at the end (as the NaN-propagating max
     // would); its term is NaN and S is NaN either way.
     bool nan_seen = false;
-    for_each_unit(xr, V, shift, nunits, [&](int lo, bool full, const Unit<T>& ux) {
+    for_each_unit<NT>(xr, V, shift, nunits, [&](int lo, bool full, const Unit<T>& ux) {
       A sv[VEC];
       A um = A(-INFINITY);
 #pragma unroll
@@ -241,7 +244,7 @@ __device__ Stats<acc_t<T>> row_stats(const T* xr, int V, std::int64_t y, acc_t<T
     });
     if (nan_seen) st.m = A(NAN);
   } else {
-    for_each_unit(xr, V, shift, nunits, [&](int lo, bool, const Unit<T>& ux) {
+    for_each_unit<NT>(xr, V, shift, nunits, [&](int lo, bool, const Unit<T>& ux) {
 #pragma unroll
       for (int j = 0; j < VEC; ++j) {
         const int i = lo + j;
@@ -254,7 +257,7 @@ __device__ Stats<acc_t<T>> row_stats(const T* xr, int V, std::int64_t y, acc_t<T
   }
 #pragma unroll
   for (int off = 16; off > 0; off >>= 1) st = combine(st, shfl_stats(st, off));
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = kThreads / 32;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = NT / 32;
   if (lane == 0) {
     sm_m[warp] = st.m;
     sm_S[warp] = st.S;
@@ -285,7 +288,7 @@ __global__ void __launch_bounds__(kThreads)
   const std::int64_t y = load_target(targets, t);
   const bool kept = y != k.ignore;
   A sy;
-  const Stats<A> st = row_stats(xr, V, kept ? y : -1, k.cf, &sy);
+  const Stats<A> st = row_stats<kThreads>(xr, V, kept ? y : -1, k.cf, &sy);
   if (threadIdx.x != 0) return;
   const A lS = log_sum<A>(st.S);
   const A L = add_rn(st.m, lS);
@@ -338,7 +341,7 @@ __global__ void __launch_bounds__(kThreads)
 /// the rows in flight fit in L2: the gradient sweep re-reads the row from L2, not DRAM).
 /// The result of a row does not depend on the grid size.
 template <typename T>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kBwdThreads)
     backward_rows(const T* __restrict__ logits, const unsigned char* __restrict__ targets, const T* __restrict__ dloss,
                   T* __restrict__ dlogits, const long long* __restrict__ count, std::int64_t tokens, int V,
                   std::int64_t row_offset, Coef<acc_t<T>> k) {
@@ -364,14 +367,14 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int j = 0; j < VEC; ++j) z[j] = A(0);
       const Unit<T> uz = pack_from_acc<T>(z);
-      for (int u = threadIdx.x; u < nunits; u += kThreads) {
+      for (int u = threadIdx.x; u < nunits; u += kBwdThreads) {
         const int lo = u * VEC - shift;
         store_unit(dr, lo, V, unit_is_full<T>(lo, V) && dx_al, uz);
       }
       continue;  // block-uniform
     }
     A sy;
-    const Stats<A> st = row_stats(xr, V, y, k.cf, &sy);
+    const Stats<A> st = row_stats<kBwdThreads>(xr, V, y, k.cf, &sy);
     const A lS = log_sum<A>(st.S);
     const A L = add_rn(st.m, lS);
     const A zfac = k.zf > A(0) ? add_rn(A(1), mul_rn(mul_rn(A(2), k.zf), L)) : A(1);
@@ -380,7 +383,7 @@ __global__ void __launch_bounds__(kThreads)
     const float inv_S = __double2float_rn(1.0 / st.S);
     const bool valid = y >= 0 && y < V;
     const A gv = valid ? g : A(NAN);  // an unvalidated bad target: NaN, never an out-of-bounds read
-    for_each_unit(xr, V, shift, nunits, [&](int lo, bool full, const Unit<T>& ux) {
+    for_each_unit<kBwdThreads>(xr, V, shift, nunits, [&](int lo, bool full, const Unit<T>& ux) {
       A out[VEC];
 #pragma unroll
       for (int j = 0; j < VEC; ++j) {
@@ -495,14 +498,14 @@ cudaError_t backward(const T* logits, const std::int64_t* targets, const T* dlos
   if (const cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return e;
   if (const cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev); e != cudaSuccess) return e;
   if (const cudaError_t e = cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev); e != cudaSuccess) return e;
-  if (const cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, backward_rows<T>, kThreads, 0);
+  if (const cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, backward_rows<T>, kBwdThreads, 0);
       e != cudaSuccess)
     return e;
   const std::int64_t row_bytes = vocab * static_cast<std::int64_t>(sizeof(T));
   std::int64_t grid = std::min<std::int64_t>(static_cast<std::int64_t>(l2) * 3 / 4 / row_bytes,
                                              static_cast<std::int64_t>(sms) * std::max(per_sm, 1));
   grid = std::min<std::int64_t>(std::max<std::int64_t>(grid, 1), tokens);
-  backward_rows<T><<<static_cast<unsigned>(grid), kThreads, 0, stream>>>(logits, tg, dloss, dlogits, count, tokens,
+  backward_rows<T><<<static_cast<unsigned>(grid), kBwdThreads, 0, stream>>>(logits, tg, dloss, dlogits, count, tokens,
                                                                           static_cast<int>(vocab), row_offset, k);
   return cudaGetLastError();
 }

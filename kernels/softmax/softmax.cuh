@@ -13,6 +13,7 @@
 //   m   = max_{j in U} z_j, NaN-propagating; m == -inf (no unmasked finite-or-+inf score):
 //         y = 0 for the whole row (exactly; never NaN)
 //   e_j = exp(z_j - m) ;  s = sum_{j in U} e_j ;  y_j = T(e_j / s)
+//         (bf16 / fp16 outputs: T(e_j * RN_fp32(1 / s)), one reciprocal per row)
 // Backward: dot = sum_j acc(dy_j) * acc(y_j) ;  dx_j = T(acc(scale) * (acc(y_j) * (acc(dy_j) - dot)))
 // where y is the saved forward output. Masked / fully masked rows have y = 0, hence dx = 0.
 //

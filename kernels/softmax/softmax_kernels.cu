@@ -18,7 +18,8 @@ Design.
     1. m = block max of z over the unmasked elements (NaN-propagating: a shuffle butterfly
        of a symmetric max, so every lane agrees bitwise);
     2. s = block sum of e_j = exp(z_j - m) (per-thread sequential, then block_sum);
-    3. y_j = T(e_j / s); masked elements and rows with m == -inf write exact zeros.
+    3. y_j = T(e_j / s) (bf16 / fp16: T(e_j * RN(1 / s)), see normalize); masked elements
+       and rows with m == -inf write exact zeros.
   Rows of up to kCacheUnits * 256 units (bf16/fp16 16,384 elements, fp32 8,192, double
   4,096) take the cached kernel: each thread loads its units once (one DRAM read of x and
   of the mask), keeps z in registers through step 1 and e_j through steps 2-3, so x is
@@ -106,6 +107,15 @@ __device__ __forceinline__ acc_t<T> exp_acc(acc_t<T> d) {
   else return __double2float_rn(exp(static_cast<double>(d)));
 }
 
+/// y_j = e_j / s in acc. bf16 / fp16 outputs: e_j * RN(1 / s) (one reciprocal per row;
+/// two FP32 roundings, 2^-14 of the output's rounding; the IEEE division per element made
+/// the forward instruction-bound). float / double: e_j / s, one rounding.
+template <typename T>
+__device__ __forceinline__ acc_t<T> normalize(acc_t<T> e, acc_t<T> s, acc_t<T> inv_s) {
+  if constexpr (sizeof(T) == 2) return mul_rn(e, inv_s);
+  else return div_rn(e, s);
+}
+
 /// Block-wide NaN-propagating max (every thread gets the result). smem: 32 values.
 template <typename A>
 __device__ __forceinline__ A block_max(A v, A* smem) {
@@ -187,6 +197,7 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(const T* __restrict__
     }
   }
   block_sum<1>(s, smem_sum);  // every thread takes part (uniform: `empty` is block-wide)
+  const A inv_s = div_rn(A(1), s[0]);
 
   // 3. y
   for (int u = threadIdx.x; u < nunits; u += kThreads) {
@@ -198,7 +209,7 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(const T* __restrict__
     if (!empty) {
       const Unit<T> ux = load_unit(xr, lo, k_len, full), um = load_mask(lo, full);
       for_each_unmasked(ux, um, lo, k_len, mask_mode, last_key, sf,
-                        [&](int j, A z) { v[j] = div_rn(exp_acc<T>(sub_rn(z, m)), s[0]); });
+                        [&](int j, A z) { v[j] = normalize<T>(exp_acc<T>(sub_rn(z, m)), s[0], inv_s); });
     }
     store_unit(yr, lo, k_len, full && y_al, pack_from_acc<T>(v));
   }
@@ -226,6 +237,7 @@ __global__ void __launch_bounds__(kThreads) forward_cached_kernel(const T* __res
   const bool mask_al = mr != nullptr && grid_is_aligned(mr, shift);
   const bool y_al = grid_is_aligned(static_cast<const T*>(yr), shift);
 
+  constexpr unsigned kAll = (1u << VEC) - 1;  // keep mask of a full, fully visible unit
   A v[R][VEC];           // z_j, then e_j, then y_j (acc)
   unsigned keep[R];      // bit j: element j of the unit is in the row and unmasked
   A m = A(-INFINITY);
@@ -237,6 +249,16 @@ __global__ void __launch_bounds__(kThreads) forward_cached_kernel(const T* __res
     const int lo = u * VEC - shift;
     const bool full = unit_is_full<T>(lo, k_len);
     const Unit<T> ux = load_unit(xr, lo, k_len, full);
+    if (full && (mask_mode == 0 || (mask_mode == 1 && lo + VEC - 1 <= last_key))) {
+      // every element of the unit is in the row and visible: no per-element checks
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        v[k][j] = mul_rn(unit_acc(ux, j), sf);
+        m = max_nan(m, v[k][j]);
+      }
+      keep[k] = kAll;
+      continue;
+    }
     const Unit<T> um = mask_mode == 2 ? load_unit(mr, lo, k_len, full && mask_al) : numgate::device::zero_unit<T>();
     for_each_unmasked(ux, um, lo, k_len, mask_mode, last_key, sf, [&](int j, A z) {
       v[k][j] = z;
@@ -250,15 +272,25 @@ __global__ void __launch_bounds__(kThreads) forward_cached_kernel(const T* __res
   A s[1] = {A(0)};
   if (!empty) {
 #pragma unroll
-    for (int k = 0; k < R; ++k)
+    for (int k = 0; k < R; ++k) {
+      if (keep[k] == kAll) {
 #pragma unroll
-      for (int j = 0; j < VEC; ++j)
-        if (keep[k] >> j & 1u) {
+        for (int j = 0; j < VEC; ++j) {
           v[k][j] = exp_acc<T>(sub_rn(v[k][j], m));
           s[0] = add_rn(s[0], v[k][j]);
         }
+      } else {
+#pragma unroll
+        for (int j = 0; j < VEC; ++j)
+          if (keep[k] >> j & 1u) {
+            v[k][j] = exp_acc<T>(sub_rn(v[k][j], m));
+            s[0] = add_rn(s[0], v[k][j]);
+          }
+      }
+    }
   }
   block_sum<1>(s, smem_sum);
+  const A inv_s = div_rn(A(1), s[0]);
 
 #pragma unroll
   for (int k = 0; k < R; ++k) {
@@ -267,7 +299,7 @@ __global__ void __launch_bounds__(kThreads) forward_cached_kernel(const T* __res
     const int lo = u * VEC - shift;
     A out[VEC];
 #pragma unroll
-    for (int j = 0; j < VEC; ++j) out[j] = (!empty && (keep[k] >> j & 1u)) ? div_rn(v[k][j], s[0]) : A(0);
+    for (int j = 0; j < VEC; ++j) out[j] = (!empty && (keep[k] >> j & 1u)) ? normalize<T>(v[k][j], s[0], inv_s) : A(0);
     store_unit(yr, lo, k_len, unit_is_full<T>(lo, k_len) && y_al, pack_from_acc<T>(out));
   }
 }
