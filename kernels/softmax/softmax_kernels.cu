@@ -152,6 +152,31 @@ __device__ __forceinline__ void for_each_unmasked(const Unit<T>& ux, const Unit<
   }
 }
 
+/// Row blockIdx.x of a forward launch, as both forward kernels see it.
+template <typename T>
+struct ForwardRow {
+  const T* __restrict__ x;     ///< the row of x
+  T* __restrict__ y;           ///< the row of y
+  const T* __restrict__ mask;  ///< the query's mask row (mask_mode 2), else null
+  int64_t last_key;  ///< causal: keys j <= last_key are visible
+  int shift;         ///< elements of the virtual 16-byte grid before x (see cuda_utils.cuh)
+  int nunits;        ///< units of that grid the row touches
+  bool mask_al, y_al;  ///< mask / y rows on x's 16-byte grid (vector access allowed)
+
+  __device__ ForwardRow(const T* x0, const T* mask0, T* y0, int64_t q_len, int k_len, int mask_mode,
+                        int64_t row_offset) {
+    const int64_t r = blockIdx.x, qi = (row_offset + r) % q_len;
+    x = x0 + r * k_len;
+    y = y0 + r * k_len;
+    mask = mask_mode == 2 ? mask0 + qi * k_len : nullptr;
+    last_key = qi + k_len - q_len;
+    shift = grid_shift(x);
+    nunits = (k_len + shift + kVec<T> - 1) / kVec<T>;
+    mask_al = mask != nullptr && grid_is_aligned(mask, shift);
+    y_al = grid_is_aligned(static_cast<const T*>(y), shift);
+  }
+};
+
 template <typename T>
 __global__ void __launch_bounds__(kThreads) forward_kernel(const T* __restrict__ x, const T* __restrict__ mask,
                                                            T* __restrict__ y, int64_t q_len, int k_len,
@@ -160,27 +185,18 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(const T* __restrict__
   constexpr int VEC = kVec<T>;
   __shared__ A smem_max[32];
   __shared__ A smem_sum[1][32];
-  const int64_t r = blockIdx.x;
-  const T* xr = x + r * k_len;
-  T* yr = y + r * k_len;
-  const int64_t qi = (row_offset + r) % q_len;
-  const T* mr = mask_mode == 2 ? mask + qi * k_len : nullptr;
-  const int64_t last_key = qi + k_len - q_len;  // causal: keys j <= last_key are visible
-  const int shift = grid_shift(xr);
-  const int nunits = (k_len + shift + VEC - 1) / VEC;
-  const bool mask_al = mr != nullptr && grid_is_aligned(mr, shift);
-  const bool y_al = grid_is_aligned(static_cast<const T*>(yr), shift);
+  const ForwardRow<T> row(x, mask, y, q_len, k_len, mask_mode, row_offset);
   auto load_mask = [&](int lo, bool full) {
-    return mask_mode == 2 ? load_unit(mr, lo, k_len, full && mask_al) : numgate::device::zero_unit<T>();
+    return mask_mode == 2 ? load_unit(row.mask, lo, k_len, full && row.mask_al) : numgate::device::zero_unit<T>();
   };
 
   // 1. max
   A m = A(-INFINITY);
-  for (int u = threadIdx.x; u < nunits; u += kThreads) {
-    const int lo = u * VEC - shift;
+  for (int u = threadIdx.x; u < row.nunits; u += kThreads) {
+    const int lo = u * VEC - row.shift;
     const bool full = unit_is_full<T>(lo, k_len);
-    const Unit<T> ux = load_unit(xr, lo, k_len, full), um = load_mask(lo, full);
-    for_each_unmasked(ux, um, lo, k_len, mask_mode, last_key, sf, [&](int, A z) { m = max_nan(m, z); });
+    const Unit<T> ux = load_unit(row.x, lo, k_len, full), um = load_mask(lo, full);
+    for_each_unmasked(ux, um, lo, k_len, mask_mode, row.last_key, sf, [&](int, A z) { m = max_nan(m, z); });
   }
   m = block_max(m, smem_max);
   const bool empty = m == A(-INFINITY);
@@ -188,11 +204,11 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(const T* __restrict__
   // 2. sum of exponentials (skipped for an empty row: it would be exp(-inf - -inf) = NaN)
   A s[1] = {A(0)};
   if (!empty) {
-    for (int u = threadIdx.x; u < nunits; u += kThreads) {
-      const int lo = u * VEC - shift;
+    for (int u = threadIdx.x; u < row.nunits; u += kThreads) {
+      const int lo = u * VEC - row.shift;
       const bool full = unit_is_full<T>(lo, k_len);
-      const Unit<T> ux = load_unit(xr, lo, k_len, full), um = load_mask(lo, full);
-      for_each_unmasked(ux, um, lo, k_len, mask_mode, last_key, sf,
+      const Unit<T> ux = load_unit(row.x, lo, k_len, full), um = load_mask(lo, full);
+      for_each_unmasked(ux, um, lo, k_len, mask_mode, row.last_key, sf,
                         [&](int, A z) { s[0] = add_rn(s[0], exp_acc<T>(sub_rn(z, m))); });
     }
   }
@@ -200,18 +216,18 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(const T* __restrict__
   const A inv_s = div_rn(A(1), s[0]);
 
   // 3. y
-  for (int u = threadIdx.x; u < nunits; u += kThreads) {
-    const int lo = u * VEC - shift;
+  for (int u = threadIdx.x; u < row.nunits; u += kThreads) {
+    const int lo = u * VEC - row.shift;
     const bool full = unit_is_full<T>(lo, k_len);
     A v[VEC];
 #pragma unroll
     for (int j = 0; j < VEC; ++j) v[j] = A(0);
     if (!empty) {
-      const Unit<T> ux = load_unit(xr, lo, k_len, full), um = load_mask(lo, full);
-      for_each_unmasked(ux, um, lo, k_len, mask_mode, last_key, sf,
+      const Unit<T> ux = load_unit(row.x, lo, k_len, full), um = load_mask(lo, full);
+      for_each_unmasked(ux, um, lo, k_len, mask_mode, row.last_key, sf,
                         [&](int j, A z) { v[j] = normalize<T>(exp_acc<T>(sub_rn(z, m)), s[0], inv_s); });
     }
-    store_unit(yr, lo, k_len, full && y_al, pack_from_acc<T>(v));
+    store_unit(row.y, lo, k_len, full && row.y_al, pack_from_acc<T>(v));
   }
 }
 
@@ -226,16 +242,7 @@ __global__ void __launch_bounds__(kThreads) forward_cached_kernel(const T* __res
   constexpr int VEC = kVec<T>;
   __shared__ A smem_max[32];
   __shared__ A smem_sum[1][32];
-  const int64_t r = blockIdx.x;
-  const T* xr = x + r * k_len;
-  T* yr = y + r * k_len;
-  const int64_t qi = (row_offset + r) % q_len;
-  const T* mr = mask_mode == 2 ? mask + qi * k_len : nullptr;
-  const int64_t last_key = qi + k_len - q_len;
-  const int shift = grid_shift(xr);
-  const int nunits = (k_len + shift + VEC - 1) / VEC;
-  const bool mask_al = mr != nullptr && grid_is_aligned(mr, shift);
-  const bool y_al = grid_is_aligned(static_cast<const T*>(yr), shift);
+  const ForwardRow<T> row(x, mask, y, q_len, k_len, mask_mode, row_offset);
 
   constexpr unsigned kAll = (1u << VEC) - 1;  // keep mask of a full, fully visible unit
   A v[R][VEC];           // z_j, then e_j, then y_j (acc)
@@ -245,11 +252,11 @@ __global__ void __launch_bounds__(kThreads) forward_cached_kernel(const T* __res
   for (int k = 0; k < R; ++k) {
     keep[k] = 0;
     const int u = static_cast<int>(threadIdx.x) + k * kThreads;
-    if (u >= nunits) continue;
-    const int lo = u * VEC - shift;
+    if (u >= row.nunits) continue;
+    const int lo = u * VEC - row.shift;
     const bool full = unit_is_full<T>(lo, k_len);
-    const Unit<T> ux = load_unit(xr, lo, k_len, full);
-    if (full && (mask_mode == 0 || (mask_mode == 1 && lo + VEC - 1 <= last_key))) {
+    const Unit<T> ux = load_unit(row.x, lo, k_len, full);
+    if (full && (mask_mode == 0 || (mask_mode == 1 && lo + VEC - 1 <= row.last_key))) {
       // every element of the unit is in the row and visible: no per-element checks
 #pragma unroll
       for (int j = 0; j < VEC; ++j) {
@@ -259,8 +266,8 @@ __global__ void __launch_bounds__(kThreads) forward_cached_kernel(const T* __res
       keep[k] = kAll;
       continue;
     }
-    const Unit<T> um = mask_mode == 2 ? load_unit(mr, lo, k_len, full && mask_al) : numgate::device::zero_unit<T>();
-    for_each_unmasked(ux, um, lo, k_len, mask_mode, last_key, sf, [&](int j, A z) {
+    const Unit<T> um = mask_mode == 2 ? load_unit(row.mask, lo, k_len, full && row.mask_al) : numgate::device::zero_unit<T>();
+    for_each_unmasked(ux, um, lo, k_len, mask_mode, row.last_key, sf, [&](int j, A z) {
       v[k][j] = z;
       keep[k] |= 1u << j;
       m = max_nan(m, z);
@@ -273,20 +280,24 @@ __global__ void __launch_bounds__(kThreads) forward_cached_kernel(const T* __res
   if (!empty) {
 #pragma unroll
     for (int k = 0; k < R; ++k) {
-      if (keep[k] == kAll) {
+      // bf16 / fp16: no per-element test on full visible units (for float, whose FP64 exp
+      // is long, a second copy of the loop would spill registers)
+      if constexpr (sizeof(T) == 2) {
+        if (keep[k] == kAll) {
 #pragma unroll
-        for (int j = 0; j < VEC; ++j) {
-          v[k][j] = exp_acc<T>(sub_rn(v[k][j], m));
-          s[0] = add_rn(s[0], v[k][j]);
-        }
-      } else {
-#pragma unroll
-        for (int j = 0; j < VEC; ++j)
-          if (keep[k] >> j & 1u) {
+          for (int j = 0; j < VEC; ++j) {
             v[k][j] = exp_acc<T>(sub_rn(v[k][j], m));
             s[0] = add_rn(s[0], v[k][j]);
           }
+          continue;
+        }
       }
+#pragma unroll
+      for (int j = 0; j < VEC; ++j)
+        if (keep[k] >> j & 1u) {
+          v[k][j] = exp_acc<T>(sub_rn(v[k][j], m));
+          s[0] = add_rn(s[0], v[k][j]);
+        }
     }
   }
   block_sum<1>(s, smem_sum);
@@ -295,12 +306,12 @@ __global__ void __launch_bounds__(kThreads) forward_cached_kernel(const T* __res
 #pragma unroll
   for (int k = 0; k < R; ++k) {
     const int u = static_cast<int>(threadIdx.x) + k * kThreads;
-    if (u >= nunits) continue;
-    const int lo = u * VEC - shift;
+    if (u >= row.nunits) continue;
+    const int lo = u * VEC - row.shift;
     A out[VEC];
 #pragma unroll
     for (int j = 0; j < VEC; ++j) out[j] = (!empty && (keep[k] >> j & 1u)) ? normalize<T>(v[k][j], s[0], inv_s) : A(0);
-    store_unit(yr, lo, k_len, unit_is_full<T>(lo, k_len) && y_al, pack_from_acc<T>(out));
+    store_unit(row.y, lo, k_len, unit_is_full<T>(lo, k_len) && row.y_al, pack_from_acc<T>(out));
   }
 }
 
