@@ -21,8 +21,9 @@
 // FP64; threads combined by a fixed butterfly (warp, then block) of the same (m, S) rule;
 // the smoothing sum sum_j s_j in FP64 likewise; log S in FP64, rounded once to acc. The
 // per-element transcendentals depend on the logits' dtype: bf16 / fp16 use CUDA's FP32
-// expf and tanhf (<= 2 FP32 ulp, 2^-13 of the output's rounding; the terms of S are
-// expf(s - m) added in FP64, and p = expf(s - m) * RN_fp32(1 / S)); float evaluates exp and
+// expf and tanhf (<= 2 FP32 ulp, 2^-13 of the output's rounding; per unit of 8 logits the
+// terms expf(s - m) and the values s are summed in FP32 and each unit total is added to
+// the FP64 accumulators, and p = expf(s - m) * RN_fp32(1 / S)); float evaluates exp and
 // tanh in FP64 and rounds once (p = RN_fp32(e / S) with e in FP64: the FP32 outputs'
 // threshold is a few FP32 ulps, and the reference's libm tanhf is within ~0.5 ulp where
 // 1 / (1 - tanh^2) amplifies a 2-ulp tanhf in the derivative); double is FP64 throughout.
@@ -46,9 +47,10 @@
 // Launch shape: blocks of 512 threads (backward 1024), one token per block at a time, each thread with
 // four 16-byte loads in flight. Forward: grid.x = tokens, one read of each row (online
 // logsumexp). Backward: a statistics sweep and a gradient sweep per row; the grid holds
-// as many rows in flight as 3/4 of the L2 cache holds (at most the resident blocks) and
-// loops over the rows, so the gradient sweep reads the row from L2 and the logits cross
-// DRAM once. Forward with mean / sum adds one single-block reduce kernel, and mean a
+// as many rows in flight as 3/4 of the L2 cache holds (at most the resident blocks, at
+// least one per SM) and loops over the rows, so the gradient sweep reads the row from L2
+// and the logits cross DRAM once (rows too long for one per SM in L2 re-read partly
+// from DRAM). Forward with mean / sum adds one single-block reduce kernel, and mean a
 // single-block count kernel (forward and backward). Limits: 0 <= tokens <= 2^31 - 1,
 // 1 <= vocab <= 2^30, row_offset >= 0,
 // row_offset + tokens <= total_tokens; reduction in {0, 1, 2}; eps in [0, 1]; z_loss >= 0;

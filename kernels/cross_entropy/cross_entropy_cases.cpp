@@ -10,11 +10,14 @@
 // else is production = true: generated into the build tree; those of at most 400,000
 // elements are also checked on the CPU, in memory, by tests/cpu/test_mutants_cross_entropy.cpp.
 //
-// Kernel tile sizes (cross_entropy_kernels.cu): one block of 256 threads per token; a
-// 16-byte unit holds kVec elements (fp32 4, bf16/fp16 8); a warp covers 32 units (fp32
-// 128, bf16/fp16 256 elements), a block sweep 256 units (fp32 1024, bf16/fp16 2048). Sizes
-// one below / at / one above each are declared, plus the vocabularies of the issue:
-// 1, 32,000 (Llama 2), 65,537 (a partial last sweep and unit) and 151,936 (Qwen3).
+// Kernel tile sizes (cross_entropy_kernels.cu): a 16-byte unit holds kVec elements (fp32
+// 4, bf16/fp16 8); a warp covers 32 units (fp32 128, bf16/fp16 256 elements). The first
+// kernels used 256-thread blocks (a block sweep of fp32 1024, bf16/fp16 2048 elements: the
+// 1023..2049 cases); they now use 512 threads forward and 1024 backward, each thread
+// loading 4 units at a time: block sweeps of bf16 4096 (forward) and 8192 (backward)
+// elements, fp32 2048 and 4096, batches of bf16 16384 / 32768. Sizes around these are
+// declared, plus the vocabularies of the issue: 1, 32,000 (Llama 2), 65,537 (a partial
+// last sweep and unit) and 151,936 (Qwen3).
 #include "cross_entropy/cross_entropy_oracle.h"
 
 namespace numgate::cross_entropy {
@@ -81,6 +84,12 @@ std::vector<CaseSpec> CrossEntropyOp::cases() const {
       make(D::bf16, {2, 2049}, 35, "mixed", mean, 0.125, kZ, 0, "bf16 one above a block sweep (2048)"),
       make(D::fp16, {2, 2047}, 36, "normal", none, 0, 0, 0, "fp16 one below a block sweep (2048)"),
       make(D::fp16, {2, 2049}, 37, "normal", sum, 0, 0, 0, "fp16 one above a block sweep (2048)"),
+      make(D::bf16, {2, 4095}, 38, "mixed", mean, 0.125, 0, 0, "bf16 one below a forward block sweep (4096)"),
+      make(D::bf16, {2, 4097}, 39, "normal", none, 0, 0, 0, "bf16 one above a forward block sweep (4096)"),
+      make(D::bf16, {2, 8193}, 44, "mixed", sum, 0.0625, kZ, 0, "bf16 one above a backward block sweep (8192)"),
+      make(D::fp32, {2, 4097}, 45, "normal", mean, 0.125, 0, 0, "fp32 one above a backward block sweep (4096)"),
+      make(D::fp16, {2, 16385}, 46, "mixed", none, 0, 0, 30, "fp16 one above a forward batch of units (16384)"),
+      make(D::bf16, {2, 32769}, 47, "normal", mean, 0.125, 0, 0, "bf16 one above a backward batch of units (32768)"),
       // the issue's vocabularies
       make(D::bf16, {4, 32000}, 40, "mixed", mean, 0.125, 0, 0, "vocab 32,000 (Llama 2), ignored + smoothing"),
       make(D::fp32, {2, 65537}, 41, "normal", mean, 0, kZ, 0, "vocab 65,537: a partial last sweep and unit"),
@@ -90,6 +99,10 @@ std::vector<CaseSpec> CrossEntropyOp::cases() const {
       make(D::fp32, {4, 64}, 50, "extreme", none, 0, 0, 0, "fp32 logits 1e4, two equal 1e8 (log 2), -inf row (0)"),
       make(D::fp16, {4, 64}, 51, "extreme", none, 0, 0, 0, "fp16 logits ~1e3, two equal 6e4 (log 2), -inf row"),
       make(D::fp32, {4, 64}, 52, "extreme", mean, 0, 0, 0, "extreme logits, mean"),
+      make(D::bf16, {4, 64}, 58, "extreme", none, 0.0625, 0, 0,
+           "smoothing with whole 16-byte units of -inf (token 1): they reach the smoothing sum, loss +inf"),
+      make(D::fp16, {4, 64}, 59, "extreme", none, 0.125, 0, 0,
+           "fp16 smoothing with whole 16-byte units of -inf (token 1): loss +inf"),
       make(D::bf16, {4, 32000}, 53, "confident", mean, 0, 0, 0, "confident: target logit = row max + 10"),
       make(D::fp32, {4, 1000}, 54, "confident", none, 0.125, kZ, 0, "confident with smoothing and z-loss, fp32"),
       make(D::fp16, {4, 1000}, 55, "confident", sum, 0, 0, 30, "confident under a soft cap, fp16"),

@@ -13,7 +13,9 @@ Design.
   an online (m, S): m the NaN-propagating max of s_j in acc, S = sum exp(s_j - m) in FP64,
   rescaled by exp(m_old - m_new) (FP64) when the max grows; -inf logits add nothing (so a
   row of -inf but one finite logit has S = 1 exactly); sum_j s_j in FP64; the thread that
-  owns element y keeps s_y. Threads are combined by a shuffle-xor butterfly and then over
+  owns element y keeps s_y. For bf16 / fp16 logits the update is unit-wise: the unit's
+  max, one rescale, the unit's 8 terms expf(s - m) and its 8 values s summed in FP32,
+  each unit total added to the FP64 accumulators. Threads are combined by a shuffle-xor butterfly and then over
   the warps, with a combine rule that is commutative bit for bit (max_nan, and
   a.S e_a + b.S e_b with explicit _rn operations), so the tree depends on blockDim only.
   The exponential of a term is FP32 expf for bf16 / fp16 logits and FP64 exp otherwise
@@ -23,7 +25,8 @@ Design.
     writes lse and, for none, loss; for mean / sum it writes ce into the workspace and a
     single-block kernel sums the launched rows in a fixed order, divided by n (mean; count
     kernel over targets[0, total_tokens); n = 0 gives 0).
-  backward (grid = the rows 3/4 of L2 holds, looping over the rows): the statistics sweep,
+  backward (grid = the rows 3/4 of L2 holds, at least one block per SM, looping over the
+    rows): the statistics sweep,
     then a second sweep writing dlogits; with that many rows in flight the second read is
     an L2 hit, so DRAM sees the logits once. Ignored tokens, and mean with n = 0, write
     exact zeros without reading the logits.
@@ -223,24 +226,27 @@ __device__ Stats<acc_t<T>> row_stats(const T* xr, int V, std::int64_t y, acc_t<T
         nan_seen |= isnan(sv[j]);
         um = fmaxf(um, sv[j]);
       }
-      if (y >= lo && y < lo + VEC) {  // a single writer: the owner of element y
+      // a single writer: the owner of element y, if y is in the row (an invalid target
+      // leaves s_y NaN; the out-of-row slots hold -inf)
+      if (y >= lo && y < lo + VEC && y >= 0 && y < V) {
 #pragma unroll
         for (int j = 0; j < VEC; ++j)
           if (lo + j == y) sm_sy = sv[j];
       }
+      A ss = A(0);
+#pragma unroll
+      for (int j = 0; j < VEC; ++j)
+        if (full || (lo + j >= 0 && lo + j < V)) ss = __fadd_rn(ss, sv[j]);
+      st.sum_s = __dadd_rn(st.sum_s, static_cast<double>(ss));  // -inf logits included (eps > 0: +inf loss)
       const A mn = fmaxf(st.m, um);
-      if (mn == A(-INFINITY)) return;  // every s so far is -inf: no term, no change
+      if (mn == A(-INFINITY)) return;  // every s so far is -inf: no term for S, m unchanged
       if (mn > st.m && st.m != A(-INFINITY))
         st.S = __dmul_rn(st.S, exp(__dsub_rn(static_cast<double>(st.m), static_cast<double>(mn))));
       st.m = mn;
-      A e = A(0), ss = A(0);
+      A e = A(0);
 #pragma unroll
-      for (int j = 0; j < VEC; ++j) {
-        e = __fadd_rn(e, expf(__fsub_rn(sv[j], mn)));  // -inf gives 0
-        if (full || (lo + j >= 0 && lo + j < V)) ss = __fadd_rn(ss, sv[j]);
-      }
+      for (int j = 0; j < VEC; ++j) e = __fadd_rn(e, expf(__fsub_rn(sv[j], mn)));  // -inf gives 0
       st.S = __dadd_rn(st.S, static_cast<double>(e));
-      st.sum_s = __dadd_rn(st.sum_s, static_cast<double>(ss));
     });
     if (nan_seen) st.m = A(NAN);
   } else {
@@ -491,8 +497,7 @@ cudaError_t backward(const T* logits, const std::int64_t* targets, const T* dlos
   auto* count = reinterpret_cast<long long*>(ws);
   if (p.reduction == 1) count_kept<<<1, kThreads, 0, stream>>>(tg, total_tokens, k.ignore, count);
   // Rows in flight: as many as 3/4 of L2 holds (the gradient sweep then re-reads each row
-  // from L2), at most the blocks the device runs at once, at least one per SM when L2
-  // holds that many rows. dlogits moves as 16-byte vectors only where its row sits on the
+  // from L2), at most the blocks the device runs at once, at least one per SM. dlogits moves as 16-byte vectors only where its row sits on the
   // same 16-byte grid as the row of logits (checked per row in the kernel).
   int dev = 0, sms = 0, l2 = 0, per_sm = 0;
   if (const cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return e;
@@ -501,9 +506,13 @@ cudaError_t backward(const T* logits, const std::int64_t* targets, const T* dlos
   if (const cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, backward_rows<T>, kBwdThreads, 0);
       e != cudaSuccess)
     return e;
+  // Never fewer blocks than SMs: rows too long for that many to fit in L2 (bf16 vocab
+  // above ~200K on an H200, fp32 above ~100K) take some second-sweep misses rather than
+  // leave SMs idle.
   const std::int64_t row_bytes = vocab * static_cast<std::int64_t>(sizeof(T));
-  std::int64_t grid = std::min<std::int64_t>(static_cast<std::int64_t>(l2) * 3 / 4 / row_bytes,
-                                             static_cast<std::int64_t>(sms) * std::max(per_sm, 1));
+  const std::int64_t resident = static_cast<std::int64_t>(sms) * std::max(per_sm, 1);
+  const std::int64_t in_l2 = static_cast<std::int64_t>(l2) * 3 / 4 / row_bytes;
+  std::int64_t grid = std::min(resident, std::max<std::int64_t>(in_l2, sms));
   grid = std::min<std::int64_t>(std::max<std::int64_t>(grid, 1), tokens);
   backward_rows<T><<<static_cast<unsigned>(grid), kBwdThreads, 0, stream>>>(logits, tg, dloss, dlogits, count, tokens,
                                                                           static_cast<int>(vocab), row_offset, k);
