@@ -7,8 +7,12 @@
 //
 // Block and tile sizes of the kernel (softmax.cuh): a 16-byte unit holds kVec elements
 // (fp32 4, bf16/fp16 8); a warp covers 32 units (fp32 128, bf16/fp16 256 elements); the
-// block has 256 threads (fp32 1024, bf16/fp16 2048 elements per sweep). Sizes one below,
-// at and one above each are declared below, plus rows of 32K and of 65,536 (the limit).
+// block has 256 threads (fp32 1024, bf16/fp16 2048 elements per sweep). The forward keeps
+// 1, 2, 4 or 8 units per thread in registers (rows up to 256, 512, 1024, 2048 units, from
+// k_len and x's 16-byte phase) and streams longer rows. Sizes one below, at and one above
+// each are declared below (the misaligned replay adds a unit: 8192 bf16 aligned takes 4
+// units per thread, misaligned 8; 16384 aligned 8, misaligned the streaming kernel), plus
+// rows of 32K and of 65,536 (the limit).
 #include "softmax/softmax_oracle.h"
 
 namespace numgate::softmax {
@@ -69,6 +73,15 @@ std::vector<CaseSpec> SoftmaxOp::cases() const {
       make(D::bf16, {2, 2049}, 33, "normal", additive, kScale, "bf16 one above a block sweep (2048), additive"),
       make(D::fp16, {2, 2047}, 34, "normal", none, kScale, "fp16 one below a block sweep (2048)"),
       make(D::fp16, {2, 2049}, 35, "normal", none, kScale, "fp16 one above a block sweep (2048)"),
+      // register cache sizes of the forward (4 and 8 units per thread) and the switch to streaming
+      make(D::bf16, {2, 4097}, 36, "normal", additive, kScale, "bf16 4097 keys: 4 units per thread, additive"),
+      make(D::fp32, {2, 2049}, 37, "normal", none, kScale, "fp32 2049 keys: 4 units per thread"),
+      make(D::fp32, {3, 4096}, 38, "normal", causal, kScale128, "fp32 4096 keys, causal q_len 3: 8 units per thread"),
+      make(D::bf16, {2, 8192}, 39, "normal", none, kScale128, "bf16 8192 keys: 4 units aligned, 8 misaligned"),
+      make(D::fp16, {1, 2, 12000}, 47, "normal", causal, kScale128, "fp16 12000 keys, causal: 8 units per thread"),
+      make(D::bf16, {2, 16384}, 48, "normal", none, kScale128, "bf16 16384 keys: 8 units aligned, streaming misaligned"),
+      make(D::fp16, {2, 16385}, 49, "normal", none, kScale128, "fp16 16385 keys: the streaming kernel"),
+      make(D::fp32, {2, 8193}, 56, "normal", none, kScale128, "fp32 8193 keys: the streaming kernel"),
       // adversarial values
       make(D::fp16, {4, 64}, 40, "large", none, kScale, "fp16 scores up to ~60000: exp overflows unless max-subtracted"),
       make(D::fp32, {4, 64}, 41, "large", causal, kScale, "fp32 scores up to ~6e30, causal"),
