@@ -44,8 +44,8 @@
 // alignment); 16-byte vector loads/stores where a tensor's own alignment allows, element
 // by element otherwise. No in-place.
 //
-// Launch shape: blocks of 512 threads (backward 1024), one token per block at a time, each thread with
-// four 16-byte loads in flight. Forward: grid.x = tokens, one read of each row (online
+// Launch shape: blocks of 512 threads (backward 1024), one token per block at a time,
+// each thread with four 16-byte loads in flight. Forward: grid.x = tokens, one read of each row (online
 // logsumexp). Backward: a statistics sweep and a gradient sweep per row; the grid holds
 // as many rows in flight as 3/4 of the L2 cache holds (at most the resident blocks, at
 // least one per SM) and loops over the rows, so the gradient sweep reads the row from L2

@@ -4,8 +4,9 @@ The op and the numerics contract are in cross_entropy.cuh and cross_entropy_orac
 
 Design.
 
-  Blocks of 512 threads (backward: 1024), one token (row) per block at a time. The row of logits is viewed
-  on the virtual 16-byte grid of common/cuda_utils.cuh (shift = (p % 16) / sizeof(T));
+  Blocks of 512 threads (backward: 1024), one token (row) per block at a time. The row of
+  logits is viewed on the virtual 16-byte grid of common/cuda_utils.cuh (shift = (p % 16) /
+  sizeof(T));
   thread t owns units t, t + 512, ... (fp32 4, bf16/fp16 8, double 2 elements per unit) and
   loads them four at a time before using them (memory-level parallelism).
 
@@ -15,8 +16,8 @@ Design.
   row of -inf but one finite logit has S = 1 exactly); sum_j s_j in FP64; the thread that
   owns element y keeps s_y. For bf16 / fp16 logits the update is unit-wise: the unit's
   max, one rescale, the unit's 8 terms expf(s - m) and its 8 values s summed in FP32,
-  each unit total added to the FP64 accumulators. Threads are combined by a shuffle-xor butterfly and then over
-  the warps, with a combine rule that is commutative bit for bit (max_nan, and
+  each unit total added to the FP64 accumulators. Threads are combined by a shuffle-xor
+  butterfly and then over the warps, with a combine rule that is commutative bit for bit (max_nan, and
   a.S e_a + b.S e_b with explicit _rn operations), so the tree depends on blockDim only.
   The exponential of a term is FP32 expf for bf16 / fp16 logits and FP64 exp otherwise
   (cross_entropy.cuh says why).
@@ -26,8 +27,7 @@ Design.
     single-block kernel sums the launched rows in a fixed order, divided by n (mean; count
     kernel over targets[0, total_tokens); n = 0 gives 0).
   backward (grid = the rows 3/4 of L2 holds, at least one block per SM, looping over the
-    rows): the statistics sweep,
-    then a second sweep writing dlogits; with that many rows in flight the second read is
+    rows): the statistics sweep, then a second sweep writing dlogits; with that many rows in flight the second read is
     an L2 hit, so DRAM sees the logits once. Ignored tokens, and mean with n = 0, write
     exact zeros without reading the logits.
 */
