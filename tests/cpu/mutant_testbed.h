@@ -3,8 +3,12 @@
 // deliberately broken reference) as if they were the target.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <iostream>
 #include <map>
 #include <string>
 #include <vector>
@@ -69,6 +73,43 @@ inline std::vector<CaseData> small_generated_cases_of(const std::string& op, std
     if (s.production && n <= max_elements) v.push_back(materialize(o, s));
   }
   return v;
+}
+
+/// A deliberately broken reference and the cases built to expose it.
+struct MutantSpec {
+  std::string name;  ///< printed, and named in failure messages
+  std::function<std::map<std::string, Tensor>(const CaseData&)> outputs;  ///< the broken reference's outputs
+  std::function<bool(const CaseData&)> must_fail;  ///< the cases (committed and generated) it must FAIL on
+  /// When set, the generated cases it must FAIL on (must_fail then selects committed cases
+  /// only), and at least one generated case must be selected.
+  std::function<bool(const CaseData&)> must_fail_generated = nullptr;
+};
+
+/// Gates the mutant's outputs on every committed case, then every generated case, printing
+/// one verdict line per case and the first committed failure as a user sees it. Requires
+/// FAIL on every case its predicate selects, and at least one committed case selected (so
+/// CI catches the mutant from golden_data/ alone).
+inline void expect_caught(const MutantSpec& m, const std::vector<CaseData>& committed,
+                          const std::vector<CaseData>& generated = {}) {
+  int committed_selected = 0, generated_selected = 0;
+  for (const bool is_committed : {true, false}) {
+    const auto& select = is_committed || !m.must_fail_generated ? m.must_fail : m.must_fail_generated;
+    for (const CaseData& c : is_committed ? committed : generated) {
+      const MutantRun run = gate_outputs(c, m.outputs(c));
+      std::cout << "[ mutant " << m.name << " ] " << (is_committed ? "" : "(in memory) ") << c.op << "/"
+                << c.spec.name << ": " << verdict_name(run.verdict)
+                << (run.failing_tensors.empty() ? "" : " (" + run.failing_tensors.substr(1) + ")") << "\n";
+      if (!select(c)) continue;
+      if (is_committed && committed_selected == 0 && run.verdict == Verdict::fail)
+        std::cout << "  first failure, as a user sees it:\n" << run.worst_detail;
+      ++(is_committed ? committed_selected : generated_selected);
+      EXPECT_EQ(run.verdict, Verdict::fail) << "mutant " << m.name << " not caught on " << c.op << "/"
+                                            << c.spec.name << ":\n" << run.worst_detail;
+    }
+  }
+  EXPECT_GT(committed_selected, 0) << "no committed case is designed to catch mutant " << m.name;
+  if (m.must_fail_generated)
+    EXPECT_GT(generated_selected, 0) << "no generated case is designed to catch mutant " << m.name;
 }
 
 }  // namespace numgate::testing

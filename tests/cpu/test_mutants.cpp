@@ -16,29 +16,14 @@ namespace {
 
 using rmsnorm::Mutant;
 
-using testing::MutantRun;
-
-MutantRun gate_mutant(const CaseData& c, Mutant m) {
-  return testing::gate_outputs(c, rmsnorm::reference_variant(c.spec, c.inputs, m));
-}
 
 std::vector<CaseData> rmsnorm_cases() { return testing::committed_cases_of("rmsnorm"); }
 
-// Requires FAIL on every case `must_fail` selects, and at least one such case.
 void expect_caught(Mutant m, bool (*must_fail)(const CaseData&)) {
-  int required = 0;
-  for (const CaseData& c : rmsnorm_cases()) {
-    const MutantRun run = gate_mutant(c, m);
-    std::cout << "[ mutant " << rmsnorm::mutant_name(m) << " ] " << c.spec.name << ": " << verdict_name(run.verdict)
-              << (run.failing_tensors.empty() ? "" : " (" + run.failing_tensors.substr(1) + ")") << "\n";
-    if (must_fail(c)) {
-      if (required == 0 && run.verdict == Verdict::fail) std::cout << "  first failure, as a user sees it:\n" << run.worst_detail;
-      ++required;
-      EXPECT_EQ(run.verdict, Verdict::fail) << "mutant " << rmsnorm::mutant_name(m) << " not caught:\n"
-                                            << run.worst_detail;
-    }
-  }
-  EXPECT_GT(required, 0) << "no committed case is designed to catch mutant " << rmsnorm::mutant_name(m);
+  testing::expect_caught({rmsnorm::mutant_name(m),
+                          [m](const CaseData& c) { return rmsnorm::reference_variant(c.spec, c.inputs, m); },
+                          must_fail},
+                         rmsnorm_cases());
 }
 
 TEST(Mutants, SumOfSquaresAccumulatedInBf16IsCaught) {

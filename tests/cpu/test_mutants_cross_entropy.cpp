@@ -16,11 +16,6 @@ namespace numgate {
 namespace {
 
 using cross_entropy::Mutant;
-using testing::MutantRun;
-
-MutantRun gate_mutant(const CaseData& c, Mutant m) {
-  return testing::gate_outputs(c, cross_entropy::reference_variant(c.spec, c.inputs, m));
-}
 
 std::vector<CaseData> committed_ce_cases() { return testing::committed_cases_of("cross_entropy"); }
 
@@ -45,28 +40,11 @@ bool has_kept(const CaseData& c) {
   return false;
 }
 
-// Requires FAIL on every case `must_fail` selects (committed and small production), and at
-// least one such committed case.
 void expect_caught(Mutant m, bool (*must_fail)(const CaseData&)) {
-  int required_committed = 0;
-  for (const bool committed : {true, false}) {
-    for (const CaseData& c : committed ? committed_ce_cases() : small_production_cases()) {
-      const MutantRun run = gate_mutant(c, m);
-      std::cout << "[ mutant " << cross_entropy::mutant_name(m) << " ] " << (committed ? "" : "(in memory) ")
-                << c.spec.name << ": " << verdict_name(run.verdict)
-                << (run.failing_tensors.empty() ? "" : " (" + run.failing_tensors.substr(1) + ")") << "\n";
-      if (must_fail(c)) {
-        if (committed && required_committed == 0 && run.verdict == Verdict::fail)
-          std::cout << "  first failure, as a user sees it:\n" << run.worst_detail;
-        required_committed += committed;
-        EXPECT_EQ(run.verdict, Verdict::fail) << "mutant " << cross_entropy::mutant_name(m) << " not caught on "
-                                              << c.spec.name << ":\n"
-                                              << run.worst_detail;
-      }
-    }
-  }
-  EXPECT_GT(required_committed, 0) << "no committed case is designed to catch mutant "
-                                   << cross_entropy::mutant_name(m);
+  testing::expect_caught({cross_entropy::mutant_name(m),
+                          [m](const CaseData& c) { return cross_entropy::reference_variant(c.spec, c.inputs, m); },
+                          must_fail},
+                         committed_ce_cases(), small_production_cases());
 }
 
 TEST(CrossEntropyMutants, IgnoredTokensInTheSmoothingTermAreCaught) {

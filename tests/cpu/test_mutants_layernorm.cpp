@@ -16,11 +16,6 @@ namespace {
 
 using layernorm::Mutant;
 
-using testing::MutantRun;
-
-MutantRun gate_mutant(const CaseData& c, Mutant m) {
-  return testing::gate_outputs(c, layernorm::reference_variant(c.spec, c.inputs, m));
-}
 
 std::vector<CaseData> committed_layernorm_cases() { return testing::committed_cases_of("layernorm"); }
 
@@ -31,26 +26,11 @@ std::vector<CaseData> small_production_cases() {
   return testing::small_generated_cases_of("layernorm", kInMemoryLimit);
 }
 
-// Requires FAIL on every case `must_fail` selects (committed and small production), and
-// at least one such committed case.
 void expect_caught(Mutant m, bool (*must_fail)(const CaseData&)) {
-  int required_committed = 0;
-  for (const bool committed : {true, false}) {
-    for (const CaseData& c : committed ? committed_layernorm_cases() : small_production_cases()) {
-      const MutantRun run = gate_mutant(c, m);
-      std::cout << "[ mutant " << layernorm::mutant_name(m) << " ] " << (committed ? "" : "(in memory) ")
-                << c.spec.name << ": " << verdict_name(run.verdict)
-                << (run.failing_tensors.empty() ? "" : " (" + run.failing_tensors.substr(1) + ")") << "\n";
-      if (must_fail(c)) {
-        if (committed && required_committed == 0 && run.verdict == Verdict::fail)
-          std::cout << "  first failure, as a user sees it:\n" << run.worst_detail;
-        required_committed += committed;
-        EXPECT_EQ(run.verdict, Verdict::fail) << "mutant " << layernorm::mutant_name(m) << " not caught:\n"
-                                              << run.worst_detail;
-      }
-    }
-  }
-  EXPECT_GT(required_committed, 0) << "no committed case is designed to catch mutant " << layernorm::mutant_name(m);
+  testing::expect_caught({layernorm::mutant_name(m),
+                          [m](const CaseData& c) { return layernorm::reference_variant(c.spec, c.inputs, m); },
+                          must_fail},
+                         committed_layernorm_cases(), small_production_cases());
 }
 
 TEST(LayerNormMutants, PaddedLanesInTheStatisticsAreCaught) {

@@ -8,7 +8,6 @@
 #include <cstring>
 #include <functional>
 #include <iostream>
-#include <set>
 
 #include "mutant_testbed.h"
 #include "fused_add_rmsnorm/fused_add_rmsnorm_oracle.h"
@@ -21,48 +20,29 @@ namespace {
 using Outputs = std::map<std::string, Tensor>;
 using Variant = std::function<Outputs(const CaseData&)>;
 
-using testing::gate_outputs;
-using testing::MutantRun;
 
 // The committed cases of `op` (golden_data/), then its small generated cases (declared
 // with production = true only to keep golden_data/ small), materialized here on the CPU
 // exactly as the generator would write them. Cached per op.
 struct OpCases {
-  std::vector<CaseData> all;
-  std::set<std::string> committed;
+  std::vector<CaseData> committed, generated, all;  ///< all: committed, then generated
 };
 const OpCases& op_cases(const std::string& op) {
   static std::map<std::string, OpCases> cache;
   auto it = cache.find(op);
   if (it != cache.end()) return it->second;
   OpCases oc;
-  oc.all = testing::committed_cases_of(op);
-  for (const auto& c : oc.all) oc.committed.insert(c.spec.name);
-  for (auto& c : testing::small_generated_cases_of(op, 100000)) oc.all.push_back(std::move(c));
+  oc.committed = testing::committed_cases_of(op);
+  oc.generated = testing::small_generated_cases_of(op, 100000);
+  oc.all = oc.committed;
+  oc.all.insert(oc.all.end(), oc.generated.begin(), oc.generated.end());
   return cache.emplace(op, std::move(oc)).first->second;
 }
 const std::vector<CaseData>& cases_of(const std::string& op) { return op_cases(op).all; }
 
-// Requires FAIL on every case of `op` that `must_fail` selects, and on at least one
-// committed case (so CI catches the mutant from golden_data/ alone).
 void expect_caught(const std::string& op, const std::string& mutant, const Variant& variant,
                    const std::function<bool(const CaseData&)>& must_fail) {
-  int required = 0, committed = 0;
-  for (const CaseData& c : cases_of(op)) {
-    const MutantRun run = gate_outputs(c, variant(c));
-    const bool is_committed = op_cases(op).committed.count(c.spec.name) > 0;
-    std::cout << "[ mutant " << mutant << " ] " << c.spec.name << (is_committed ? " (committed)" : " (generated)")
-              << ": " << verdict_name(run.verdict)
-              << (run.failing_tensors.empty() ? "" : " (" + run.failing_tensors.substr(1) + ")") << "\n";
-    if (must_fail(c)) {
-      if (required == 0 && run.verdict == Verdict::fail) std::cout << "  first failure, as a user sees it:\n" << run.worst_detail;
-      ++required;
-      committed += is_committed && run.verdict == Verdict::fail;
-      EXPECT_EQ(run.verdict, Verdict::fail) << c.spec.name << ": mutant " << mutant << " not caught:\n" << run.worst_detail;
-    }
-  }
-  EXPECT_GT(required, 0) << "no case is designed to catch mutant " << mutant;
-  EXPECT_GT(committed, 0) << "no committed case catches mutant " << mutant;
+  testing::expect_caught({mutant, variant, must_fail}, op_cases(op).committed, op_cases(op).generated);
 }
 
 Variant offset_variant(offset_rmsnorm::Mutant m) {

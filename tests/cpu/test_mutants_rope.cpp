@@ -20,7 +20,6 @@ namespace numgate {
 namespace {
 
 using rope::Mutant;
-using testing::MutantRun;
 
 std::vector<CaseData> committed() { return testing::committed_cases_of("rope"); }
 
@@ -31,40 +30,11 @@ const std::vector<CaseData>& generated() {
   return v;
 }
 
-MutantRun gate_mutant(const CaseData& c, Mutant m) {
-  return testing::gate_outputs(c, rope::reference_variant(c.spec, c.inputs, m));
-}
-
-std::string verdict_line(Mutant m, const CaseData& c, const MutantRun& run, const char* where = "") {
-  return std::string("[ mutant ") + rope::mutant_name(m) + " ] " + where + "rope/" + c.spec.name + ": " +
-         std::string(verdict_name(run.verdict)) +
-         (run.failing_tensors.empty() ? "" : " (" + run.failing_tensors.substr(1) + ")");
-}
-
-// Requires FAIL on every committed case `must_fail` selects (at least one), and on every
-// small generated case `must_fail_generated` selects.
 void expect_caught(Mutant m, bool (*must_fail)(const CaseData&), bool (*must_fail_generated)(const CaseData&)) {
-  int required = 0;
-  for (const CaseData& c : committed()) {
-    const MutantRun run = gate_mutant(c, m);
-    std::cout << verdict_line(m, c, run) << "\n";
-    if (!must_fail(c)) continue;
-    if (required == 0 && run.verdict == Verdict::fail) std::cout << "  first failure, as a user sees it:\n" << run.worst_detail;
-    ++required;
-    EXPECT_EQ(run.verdict, Verdict::fail) << "mutant " << rope::mutant_name(m) << " not caught:\n" << run.worst_detail;
-  }
-  EXPECT_GT(required, 0) << "no committed case is designed to catch mutant " << rope::mutant_name(m);
-  int caught = 0, seen = 0;
-  for (const CaseData& c : generated()) {
-    if (!must_fail_generated(c)) continue;
-    ++seen;
-    const MutantRun run = gate_mutant(c, m);
-    if (run.verdict == Verdict::fail) ++caught;
-    EXPECT_EQ(run.verdict, Verdict::fail) << verdict_line(m, c, run, "(in memory) ") << "\n" << run.worst_detail;
-  }
-  std::cout << "[ mutant " << rope::mutant_name(m) << " ] (in memory) caught on " << caught << " of " << seen
-            << " small generated cases required\n";
-  EXPECT_GT(seen, 0) << "no generated case is designed to catch mutant " << rope::mutant_name(m);
+  testing::expect_caught({rope::mutant_name(m),
+                          [m](const CaseData& c) { return rope::reference_variant(c.spec, c.inputs, m); },
+                          must_fail, must_fail_generated},
+                         committed(), generated());
 }
 
 bool always(const CaseData&) { return true; }
