@@ -10,6 +10,8 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <atomic>
 #include <exception>
 #include <mutex>
@@ -43,45 +45,36 @@ std::vector<CaseSpec> selected(const Op& op, bool production) {
   return out;
 }
 
-// Cheap provenance check (no data comparison): used to skip regenerating large
-// production files that are already current.
-bool provenance_current(const std::string& path, const Op& op, const std::vector<CaseSpec>& cases) {
-  try {
-    const FixtureFileInfo info = read_fixture_info(path);
-    if (info.op != op.name() || info.formula_version != op.formula_version() ||
-        info.generator_version != kGeneratorVersion)
-      return false;
-    std::vector<std::string> names;
-    for (const auto& c : cases) names.push_back(c.name);
-    std::sort(names.begin(), names.end());
-    if (names != info.cases) return false;
-    for (const auto& c : cases) {
-      const CaseData d = read_case_attributes(path, c.name);
-      if (d.spec.seed != c.seed || d.spec.shape != c.shape || d.spec.dtype != c.dtype || d.spec.params != c.params ||
-          d.spec.pattern != c.pattern || d.spec.gate != c.gate)
-        return false;
-    }
-    return true;
-  } catch (const std::exception&) {
-    return false;
-  }
-}
-
+// --check of one op's file: regenerates every case in memory and compares bit for bit.
+// Every problem (unreadable file or case, failed digest, an oracle that throws, out of
+// memory) is reported with the file and case, and the remaining cases are still checked.
+// Returns the number of stale cases (at least 1 when the file itself is stale).
 int check(const Op& op, const std::string& path, const std::vector<CaseSpec>& cases) {
   int stale = 0;
   FixtureFileInfo info;
   try {
     info = read_fixture_info(path);
-  } catch (const FixtureError& e) {
+  } catch (const std::exception& e) {
     spdlog::error("{}", e.what());
-    return static_cast<int>(cases.size());
+    return std::max<int>(1, static_cast<int>(cases.size()));
   }
-  // A file-level formula_version that differs makes the file stale even where every
-  // case's own attributes happen to match (a doctored or half-migrated file).
-  const bool file_stale = info.formula_version != op.formula_version();
-  if (file_stale)
-    spdlog::error("{}: formula_version {} on disk, {} in code: every case is stale", path, info.formula_version,
+  // File-level attributes that differ make the file stale even where every case's own
+  // attributes happen to match (a doctored or half-migrated file).
+  bool file_stale = false;
+  if (info.op != op.name()) {
+    spdlog::error("STALE {}: file attribute op '{}' does not match the file name (op '{}'): regenerate it", path,
+                  info.op, op.name());
+    file_stale = true;
+  }
+  if (info.formula_version != op.formula_version()) {
+    spdlog::error("STALE {}: formula_version {} on disk, {} in code: every case is stale", path, info.formula_version,
                   op.formula_version());
+    file_stale = true;
+  }
+  if (info.generator_version != kGeneratorVersion) {
+    spdlog::error("STALE {}: generator_version {} on disk, {} in code", path, info.generator_version, kGeneratorVersion);
+    file_stale = true;
+  }
   std::set<std::string> declared;
   for (const auto& c : cases) {
     declared.insert(c.name);
@@ -93,7 +86,9 @@ int check(const Op& op, const std::string& path, const std::vector<CaseSpec>& ca
     std::vector<std::string> diffs;
     try {
       diffs = compare_cases(materialize(op, c), read_case(path, c.name));
-    } catch (const FixtureError& e) {
+    } catch (const std::bad_alloc&) {
+      diffs = {"out of memory while regenerating or reading the case"};
+    } catch (const std::exception& e) {
       diffs = {e.what()};
     }
     if (diffs.empty()) {
@@ -102,7 +97,7 @@ int check(const Op& op, const std::string& path, const std::vector<CaseSpec>& ca
       ++stale;
       std::string what;
       for (const auto& d : diffs) what += (what.empty() ? "" : "; ") + d;
-      spdlog::error("STALE {}/{}: {}", op.name(), c.name, what);
+      spdlog::error("STALE {}/{} ({}): {}", op.name(), c.name, path, what);
     }
   }
   for (const auto& n : info.cases)
@@ -111,6 +106,43 @@ int check(const Op& op, const std::string& path, const std::vector<CaseSpec>& ca
       ++stale;
     }
   return stale == 0 && file_stale ? 1 : stale;
+}
+
+// Entries of the fixture folder that no registered op owns: *.h5 files other than
+// <op>.h5 (committed set) / <op>_production.h5 (production set), and fixture names that
+// are not regular files (a FIFO, a folder, a symlink loop). The replay would read or trip
+// over them; --check refuses them. Returns the number found.
+int stray_entries(const std::string& dir, bool production) {
+  namespace fs = std::filesystem;
+  std::set<std::string> expected;
+  for (const auto& op : all_ops()) expected.insert(op->name() + (production ? "_production" : "") + ".h5");
+  int found = 0;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const fs::path p = it->path();
+    if (p.extension() != ".h5") continue;
+    const std::string name = p.filename().string();
+    std::error_code sec;
+    const fs::file_type type = fs::status(p, sec).type();
+    if (!expected.count(name)) {
+      // The other set's files may share a folder (--out-dir for both): not stray.
+      bool other_set = false;
+      for (const auto& op : all_ops()) other_set |= name == op->name() + (production ? "" : "_production") + ".h5";
+      if (other_set) continue;
+      spdlog::error("STRAY {}: no registered op owns this fixture name (expected <op>{}.h5); remove it", p.string(),
+                    production ? "_production" : "");
+      ++found;
+    } else if (sec || type != fs::file_type::regular) {
+      spdlog::error("STRAY {}: not a regular file ({}); remove it and regenerate", p.string(),
+                    sec ? sec.message() : "FIFO, folder, socket or device");
+      ++found;
+    }
+  }
+  if (ec) {
+    spdlog::error("cannot list {}: {}", dir, ec.message());
+    ++found;
+  }
+  return found;
 }
 
 }  // namespace
@@ -127,9 +159,14 @@ int main(int argc, char** argv) {
   app.add_option("--set", set, "Which cases: committed (small, in git) or production (large, build tree)")
       ->check(CLI::IsMember({"committed", "production"}))
       ->capture_default_str();
+  bool out_dir_given = false;
   app.add_option("--out-dir", out_dir,
                  "Folder of the <op>.h5 / <op>_production.h5 files (default: the source tree's golden_data/ "
-                 "for committed, the build tree's golden_data/ for production)");
+                 "for committed, the build tree's golden_data/ for production)")
+      ->check([](const std::string& v) {
+        return v.empty() ? std::string("must not be empty (omit --out-dir for the default folder)") : std::string();
+      })
+      ->each([&](const std::string&) { out_dir_given = true; });
   app.add_flag("--check", do_check,
                "Regenerate in memory and compare bit for bit with the files on disk; name every stale case and "
                "exit 1 if any");
@@ -150,8 +187,9 @@ int main(int argc, char** argv) {
     }
   }
   const bool production = set == "production";
-  if (out_dir.empty()) out_dir = std::string(production ? NUMGATE_BINARY_DIR : NUMGATE_SOURCE_DIR) + "/golden_data";
+  if (!out_dir_given) out_dir = std::string(production ? NUMGATE_BINARY_DIR : NUMGATE_SOURCE_DIR) + "/golden_data";
   try {
+    const bool all_ops_selected = ops.empty();
     if (ops.empty())
       for (const auto& op : all_ops()) ops.push_back(op->name());
     int stale = 0;
@@ -167,17 +205,28 @@ int main(int argc, char** argv) {
       std::size_t done = 0;
     };
     std::vector<Job> jobs_todo;
+    for (const auto& name : ops) find_op(name);  // an unknown --op is a usage error, before any work
+    if (do_check && all_ops_selected) stale += stray_entries(out_dir, production);
     for (const auto& name : ops) {
       const Op& op = find_op(name);
       auto cases = selected(op, production);
       const std::string path = file_for(out_dir, name, production);
       if (do_check) {
-        stale += check(op, path, cases);
+        try {
+          stale += check(op, path, cases);
+        } catch (const std::exception& e) {  // never stops the check of the other ops
+          spdlog::error("STALE {}: {}", path, e.what());
+          ++stale;
+        }
         continue;
       }
-      if (production && !force && provenance_current(path, op, cases)) {
-        spdlog::info("{} is current ({} cases); --force regenerates it", path, cases.size());
-        continue;
+      if (production && !force) {
+        const std::string why = fixture_not_current(path, op, cases);
+        if (why.empty()) {
+          spdlog::info("{} is current ({} cases, digests verified); --force regenerates it", path, cases.size());
+          continue;
+        }
+        spdlog::info("regenerating {}: {}", path, why);
       }
       std::filesystem::create_directories(out_dir);
       Job j{&op, name, path, std::move(cases), {}, 0};
@@ -211,7 +260,14 @@ int main(int argc, char** argv) {
         Job& j = jobs_todo[work[k].first];
         const std::size_t i = work[k].second;
         const auto t0 = std::chrono::steady_clock::now();
-        CaseData d = materialize(*j.op, j.cases[i]);
+        CaseData d;
+        try {
+          d = materialize(*j.op, j.cases[i]);
+        } catch (const std::bad_alloc&) {
+          throw std::runtime_error("generating " + j.name + "/" + j.cases[i].name + ": out of memory (lower -j)");
+        } catch (const std::exception& e) {
+          throw std::runtime_error("generating " + j.name + "/" + j.cases[i].name + ": " + e.what());
+        }
         const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         bool last = false;
         {
@@ -244,11 +300,18 @@ int main(int argc, char** argv) {
     if (failure) std::rethrow_exception(failure);
     if (do_check) {
       if (stale) {
-        spdlog::error("{} stale case(s): regenerate with `numgate-generate` (README: Regenerating golden data)", stale);
+        spdlog::error("{} stale case(s) or stray file(s): regenerate with `numgate-generate` (README: Regenerating "
+                      "golden data)", stale);
         return 1;
       }
       spdlog::info("all fixtures current");
     }
+  } catch (const FixtureWriteError& e) {
+    // HDF5 cannot be shut down cleanly after a failed flush (see FixtureWriteError).
+    spdlog::error("{}", e.what());
+    spdlog::shutdown();
+    std::fflush(nullptr);
+    std::_Exit(2);
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());
     return 2;

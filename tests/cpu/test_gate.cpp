@@ -19,6 +19,13 @@ GoldenTensor gold(std::vector<double> v) {
   for (std::size_t i = 0; i < v.size(); ++i) g.abs_terms.set(i, std::fabs(v[i]));
   return g;
 }
+// The golden of an element accumulated over 2^16 FP32 terms: its conditioning envelope
+// (about 0.0117 at |golden| = 1) admits a same-precision reference off by a bf16 ulp.
+GoldenTensor gold_long(std::vector<double> v) {
+  GoldenTensor g = gold(std::move(v));
+  g.envelope_length = 1 << 16;
+  return g;
+}
 CaseSpec spec(DType t) {
   CaseSpec c;
   c.name = "handmade";
@@ -61,7 +68,7 @@ TEST(Gate, RoundingFloorOfEachDtype) {
 }
 
 TEST(Gate, ThresholdIsFudgeTimesReferenceErrorPlusFloorAndInclusive) {
-  const auto g = gold({1.0, -2.0, 0.5});
+  const auto g = gold_long({1.0, -2.0, 0.5});
   const auto ref = make(DType::bf16, {1.0078125, -2.0, 0.5});  // reference_error 2^-7
   auto at = make(DType::bf16, {1.015625, -2.0, 0.5});          // error 2^-6 == threshold
   auto r = evaluate_gate("y", spec(DType::bf16), g, ref, &at);
@@ -236,8 +243,30 @@ TEST(Gate, VerdictsCombineWorstFirst) {
   EXPECT_EQ(combine(Verdict::fail, Verdict::inconclusive), Verdict::fail);
 }
 
-TEST(Gate, FailureMessageNamesCaseTensorElementAndQuantities) {
+TEST(Gate, ReferenceOutsideItsEnvelopeNeverSetsAThreshold) {
+  // The same reference as above, but the golden is one exact term per element (condition
+  // 1, k = 1): no FP32 evaluation is off by 2^-7 there, so this reference is not a
+  // same-precision result (a hand-edited fixture, a broken oracle). Its error must not
+  // widen the threshold: the gate is not valid and the verdict INCONCLUSIVE, even for a
+  // target the inflated threshold would pass.
   const auto g = gold({1.0, -2.0, 0.5});
+  const auto ref = make(DType::bf16, {1.0078125, -2.0, 0.5});
+  auto within_inflated = make(DType::bf16, {1.015625, -2.0, 0.5});
+  auto r = evaluate_gate("y", spec(DType::bf16), g, ref, &within_inflated);
+  EXPECT_LE(r.reference_relative_error, r.params.max_reference_relative_error);  // the old rule alone: valid
+  EXPECT_FALSE(r.reference_in_envelope);
+  EXPECT_FALSE(r.gate_valid);
+  EXPECT_EQ(r.verdict, Verdict::inconclusive) << describe(r, spec(DType::bf16));
+  EXPECT_NE(describe(r, spec(DType::bf16)).find("reference outside its conditioning envelope"), std::string::npos);
+  // Control: the exact reference keeps the gate valid and the same target fails it.
+  const auto exact = make(DType::bf16, {1.0, -2.0, 0.5});
+  r = evaluate_gate("y", spec(DType::bf16), g, exact, &within_inflated);
+  EXPECT_TRUE(r.gate_valid);
+  EXPECT_EQ(r.verdict, Verdict::fail);
+}
+
+TEST(Gate, FailureMessageNamesCaseTensorElementAndQuantities) {
+  const auto g = gold_long({1.0, -2.0, 0.5});
   const auto ref = make(DType::bf16, {1.0078125, -2.0, 0.5});
   auto t = make(DType::bf16, {1.0, -2.0, 0.75});
   CaseSpec c = spec(DType::bf16);
