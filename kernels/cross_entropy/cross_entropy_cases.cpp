@@ -56,10 +56,12 @@ std::vector<CaseSpec> CrossEntropyOp::cases() const {
       // committed: carry the CPU mutants
       c(D::fp32, {6, 37}, 1).pattern("mixed").param("reduction", mean).param("label_smoothing", 0.125)
           .param("z_loss", kZ)
-          .description("ignored tokens (1, 4) with smoothing and z-loss, mean over the 4 kept, confident tokens 0 and 5")
+          .description("ignored tokens (1, 4) with smoothing and z-loss, "
+                       "mean over the 4 kept, confident tokens 0 and 5")
           .committed(),
       c(D::bf16, {4, 40}, 2).pattern("extreme").param("reduction", none)
-          .description("logits 1e4 (exp overflows unless max-shifted), two equal 1e8 logits (loss log 2), -inf row (loss 0)")
+          .description("logits 1e4 (exp overflows unless max-shifted), "
+                       "two equal 1e8 logits (loss log 2), -inf row (loss 0)")
           .committed(),
       c(D::fp16, {5, 33}, 3).pattern("softcap").param("reduction", sum).param("label_smoothing", 0.0625)
           .param("softcap", 30)
@@ -164,7 +166,8 @@ std::vector<CaseSpec> CrossEntropyOp::cases() const {
       // its FP64 golden has 1.2G elements, ~10 GB per FP64 tensor (logits, golden dlogits
       // and its abs_terms: over 30 GB); declared at 1024 tokens instead (~1.2 GB each).
       c(D::bf16, {1024, 151936}, 100).pattern("mixed").param("reduction", mean)
-          .description("production: 1024 x 151,936 bf16 (the 8192-token benchmark shape would need ~10 GB per FP64 tensor)")
+          .description("production: 1024 x 151,936 bf16 (the 8192-token benchmark shape "
+                       "would need ~10 GB per FP64 tensor)")
           .production(),
   };
 }
