@@ -1,5 +1,7 @@
-// Fused residual-add + RMSNorm: the declared case list and gate parameters. One line per
-// case: dtype, shape, seed, input pattern, why the case exists.
+// Fused residual-add + RMSNorm: the declared case list and gate parameters. One
+// numgate::Case per case (fixtures/include/numgate/op.h): dtype, shape, seed, then the
+// input pattern and eps where not "normal" / 1e-6, why the case exists, committed or
+// production.
 // Gate parameters are the defaults (fudge 2.0, atol 0, max ref/golden 0.10), declared
 // here before any target runs, plus a ULP rule of 0 for residual_out: it is an
 // elementwise output whose contract is correct rounding of the sum (the reference meets
@@ -13,55 +15,54 @@ namespace {
 
 constexpr double kEps = 1e-6;
 
-CaseSpec make(DType t, std::vector<std::int64_t> shape, std::uint64_t seed, std::string pattern, std::string why,
-              bool production = false, double eps = kEps) {
-  CaseSpec c = make_case(t, std::move(shape), seed, std::move(pattern), {{"eps", eps}}, std::move(why), production);
-  c.gate.tensor_ulp_limits = {{"residual_out", 0}};
-  return c;
-}
-
 }  // namespace
 
 std::vector<CaseSpec> FusedAddRMSNormOp::cases() const {
   using D = DType;
-  constexpr bool kCommitted = false, kGenerated = true;
+  const Case c = Case().param("eps", kEps).tensor_ulp_limit("residual_out", 0);
   return {
       // Committed (golden_data/fused_add_rmsnorm.h5). Every committed case costs ~15-20 KB of
       // HDF5 structure whatever its size, and golden_data/ is nearly full, so only the
       // cases the mutant tests need are committed: the first catches the variance and
       // residual-gradient mutants, the second a wrong residual_out rounding mode.
-      make(D::bf16, {3, 65}, 411, "rounding_bias", "x << residual, sums round down: variance from FP32 h; odd hidden",
-           kCommitted),
-      make(D::bf16, {2, 256}, 405, "normal", "bf16, hidden 256 = one warp of 16-byte units; committed: ordinary "
-           "sums, half of which round away from zero (catches a wrong residual_out rounding mode)", kCommitted),
+      c(D::bf16, {3, 65}, 411).pattern("rounding_bias")
+          .description("x << residual, sums round down: variance from FP32 h; odd hidden").committed(),
+      c(D::bf16, {2, 256}, 405)
+          .description("bf16, hidden 256 = one warp of 16-byte units; committed: ordinary "
+                       "sums, half of which round away from zero (catches a wrong residual_out rounding mode)")
+          .committed(),
       // Generated into the build tree with the production set (small ones are also
       // materialized by tests/cpu/test_mutants_rmsnorm_variants.cpp on the CPU).
-      make(D::fp32, {1, 1}, 401, "normal", "smallest legal shape, fp32", kGenerated),
-      make(D::bf16, {1, 1}, 402, "normal", "smallest legal shape, bf16", kGenerated),
-      make(D::fp16, {1, 1}, 403, "normal", "smallest legal shape, fp16", kGenerated),
-      make(D::fp32, {2, 255}, 404, "normal", "fp32, hidden one below 256 (rows of varying 16-byte phase)", kGenerated),
-      make(D::fp16, {2, 257}, 406, "normal", "fp16, hidden one above 256 (partial head/tail units)", kGenerated),
-      make(D::bf16, {2, 3, 24}, 407, "normal", "3-D input, eps 1e-5: leading dimensions flattened", kGenerated, 1e-5),
-      make(D::bf16, {3, 64}, 408, "zero_row", "residual = -x in one row: h = 0, outputs exactly 0, dx finite",
-           kGenerated),
-      make(D::bf16, {2, 64}, 409, "near_zero_variance", "x, residual ~1e-5: mean(h^2) << eps", kGenerated),
-      make(D::bf16, {4, 32}, 410, "nonfinite", "NaN, +Inf, Inf - Inf in x / residual: same NaN/Inf positions",
-           kGenerated),
-      make(D::fp16, {3, 64}, 412, "rounding_bias", "every sum rounds down, fp16", kGenerated),
-      make(D::fp16, {2, 64}, 413, "overflow_sum", "fp16 40000 + 30000: residual_out +-Inf, y finite", kGenerated),
+      c(D::fp32, {1, 1}, 401).description("smallest legal shape, fp32").production(),
+      c(D::bf16, {1, 1}, 402).description("smallest legal shape, bf16").production(),
+      c(D::fp16, {1, 1}, 403).description("smallest legal shape, fp16").production(),
+      c(D::fp32, {2, 255}, 404).description("fp32, hidden one below 256 (rows of varying 16-byte phase)").production(),
+      c(D::fp16, {2, 257}, 406).description("fp16, hidden one above 256 (partial head/tail units)").production(),
+      c(D::bf16, {2, 3, 24}, 407).param("eps", 1e-5).description("3-D input, eps 1e-5: leading dimensions flattened")
+          .production(),
+      c(D::bf16, {3, 64}, 408).pattern("zero_row")
+          .description("residual = -x in one row: h = 0, outputs exactly 0, dx finite").production(),
+      c(D::bf16, {2, 64}, 409).pattern("near_zero_variance").description("x, residual ~1e-5: mean(h^2) << eps")
+          .production(),
+      c(D::bf16, {4, 32}, 410).pattern("nonfinite")
+          .description("NaN, +Inf, Inf - Inf in x / residual: same NaN/Inf positions").production(),
+      c(D::fp16, {3, 64}, 412).pattern("rounding_bias").description("every sum rounds down, fp16").production(),
+      c(D::fp16, {2, 64}, 413).pattern("overflow_sum").description("fp16 40000 + 30000: residual_out +-Inf, y finite")
+          .production(),
       // Production shapes and the block-size boundaries (<= ~30M elements in all).
-      make(D::bf16, {4, 512, 4096}, 451, "normal", "production: 4 x 512 tokens, hidden 4096", kGenerated),
-      make(D::bf16, {1, 2048, 5120}, 452, "normal", "production: 2048 tokens, hidden 5120", kGenerated),
-      make(D::bf16, {2, 4095}, 453, "normal", "one below 4096: rows of varying 16-byte phase", kGenerated),
-      make(D::bf16, {2, 4096}, 454, "normal", "hidden 4096, fully aligned", kGenerated),
-      make(D::bf16, {2, 4097}, 455, "normal", "one above 4096: partial head and tail units", kGenerated),
-      make(D::fp16, {2, 3072}, 456, "normal", "fp16, last hidden of K = 1 forward (384 threads x 8)", kGenerated),
-      make(D::fp16, {2, 3073}, 457, "normal", "fp16, first hidden of K = 2 forward", kGenerated),
-      make(D::fp32, {2, 4096}, 458, "normal", "fp32 at 4096", kGenerated),
-      make(D::fp32, {2, 20000}, 459, "normal", "fp32 row too long for the register cache (streaming kernels)",
-           kGenerated),
-      make(D::bf16, {2, 65536}, 460, "normal", "largest supported hidden (streaming forward and backward)", kGenerated),
-      make(D::bf16, {4, 512, 4096}, 461, "rounding_bias", "production shape, every sum rounds down", kGenerated),
+      c(D::bf16, {4, 512, 4096}, 451).description("production: 4 x 512 tokens, hidden 4096").production(),
+      c(D::bf16, {1, 2048, 5120}, 452).description("production: 2048 tokens, hidden 5120").production(),
+      c(D::bf16, {2, 4095}, 453).description("one below 4096: rows of varying 16-byte phase").production(),
+      c(D::bf16, {2, 4096}, 454).description("hidden 4096, fully aligned").production(),
+      c(D::bf16, {2, 4097}, 455).description("one above 4096: partial head and tail units").production(),
+      c(D::fp16, {2, 3072}, 456).description("fp16, last hidden of K = 1 forward (384 threads x 8)").production(),
+      c(D::fp16, {2, 3073}, 457).description("fp16, first hidden of K = 2 forward").production(),
+      c(D::fp32, {2, 4096}, 458).description("fp32 at 4096").production(),
+      c(D::fp32, {2, 20000}, 459).description("fp32 row too long for the register cache (streaming kernels)")
+          .production(),
+      c(D::bf16, {2, 65536}, 460).description("largest supported hidden (streaming forward and backward)").production(),
+      c(D::bf16, {4, 512, 4096}, 461).pattern("rounding_bias").description("production shape, every sum rounds down")
+          .production(),
   };
 }
 

@@ -1,107 +1,121 @@
-// SwiGLU / GeGLU: the declared case lists and gate parameters. One line per case:
-//   dtype, shape, seed, input pattern, why the case exists (GeGLU: and the variant).
+// SwiGLU / GeGLU: the declared case lists and gate parameters. One numgate::Case
+// per case (fixtures/include/numgate/op.h): dtype, shape, seed, then the input pattern
+// where not "normal" (GeGLU: and the variant), why the case exists, committed or production.
 // Gate: defaults (fudge 2.0, atol 0, max ref/golden 0.10) plus ulp_limit = 1 (elementwise:
 // within 1 ULP of the correctly rounded golden everywhere), declared before any target runs.
 // Kernel tile sizes (glu_kernels.cu): a unit is 16 bytes (8 bf16/fp16, 4 fp32 elements);
 // a block of 256 threads handles 2 units per thread per sweep (4096 bf16/fp16, 2048 fp32
 // elements). Committed shapes stay tiny (golden_data budget); the block-tile boundaries
-// and the production shapes are generated into the build tree (production = true).
+// and the production shapes are generated into the build tree (production()).
 #include "glu/glu_oracle.h"
 
 namespace numgate::glu {
 namespace {
 
-CaseSpec make(DType t, std::vector<std::int64_t> shape, std::uint64_t seed, std::string pattern, std::string why,
-              std::vector<std::pair<std::string, double>> params, bool production = false) {
-  CaseSpec probe;
-  probe.params = params;
-  const double tanh = probe.param_or("approximate_tanh", -1);
-  const std::string variant = tanh < 0 ? "" : tanh != 0.0 ? "_tanh" : "_erf";
-  CaseSpec c = make_case(t, std::move(shape), seed, std::move(pattern), std::move(params), std::move(why), production,
-                         variant);
-  c.gate.ulp_limit = 1;
-  return c;
-}
-
 using D = DType;
+
+/// Elementwise: within 1 ULP of the correctly rounded golden at every element.
+Case glu_case() { return Case().ulp_limit(1); }
 
 }  // namespace
 
 std::vector<CaseSpec> SwiGLUOp::cases() const {
-  auto m = [](DType t, std::vector<std::int64_t> s, std::uint64_t seed, std::string p, std::string why,
-              bool prod = false) { return make(t, std::move(s), seed, std::move(p), std::move(why), {}, prod); };
+  const Case c = glu_case();
   return {
       // committed: one small tensor per dtype with every adversarial value (pattern "mixed"),
       // odd row length so rows start at every 16-byte phase (partial units, scalar paths)
-      m(D::fp32, {2, 67}, 1, "mixed", "fp32: NaN/Inf/zeros, roots of silu', |a| to 150, overflow, normal"),
-      m(D::bf16, {2, 67}, 2, "mixed", "bf16: NaN/Inf/zeros, roots of silu', |a| to 150, overflow, normal"),
-      m(D::fp16, {2, 67}, 3, "mixed", "fp16: NaN/Inf/zeros, roots of silu', |a| to 150, y and da beyond fp16 max"),
+      c(D::fp32, {2, 67}, 1).pattern("mixed")
+          .description("fp32: NaN/Inf/zeros, roots of silu', |a| to 150, overflow, normal").committed(),
+      c(D::bf16, {2, 67}, 2).pattern("mixed")
+          .description("bf16: NaN/Inf/zeros, roots of silu', |a| to 150, overflow, normal").committed(),
+      c(D::fp16, {2, 67}, 3).pattern("mixed")
+          .description("fp16: NaN/Inf/zeros, roots of silu', |a| to 150, y and da beyond fp16 max").committed(),
       // production set (generated into the build tree at test time): small shapes too, since
       // every committed case costs ~15-20 KB of HDF5 metadata
-      m(D::fp32, {1, 1}, 11, "normal", "smallest legal shape, fp32", true),
-      m(D::bf16, {1, 1}, 12, "normal", "smallest legal shape, bf16", true),
-      m(D::fp16, {1, 1}, 13, "normal", "smallest legal shape, fp16", true),
-      m(D::fp32, {1, 3}, 14, "normal", "one below a 4-element fp32 unit", true),
-      m(D::fp32, {1, 5}, 15, "normal", "one above a 4-element fp32 unit", true),
-      m(D::bf16, {1, 7}, 16, "normal", "one below an 8-element bf16 unit", true),
-      m(D::bf16, {1, 8}, 17, "normal", "one bf16 unit", true),
-      m(D::fp16, {1, 9}, 18, "normal", "one above an 8-element fp16 unit", true),
-      m(D::bf16, {2, 3, 40}, 19, "normal", "3-D input: leading dimensions flattened", true),
-      m(D::fp32, {1, 64}, 20, "specials", "NaN/Inf in a, b, dy; exact zeros; 0*inf", true),
-      m(D::bf16, {1, 64}, 21, "specials", "NaN/Inf in a, b, dy; exact zeros; 0*inf", true),
-      m(D::fp16, {1, 64}, 22, "specials", "NaN/Inf in a, b, dy; exact zeros; 0*inf", true),
-      m(D::fp32, {1, 256}, 23, "large", "|a| up to 150: saturation and underflow", true),
-      m(D::bf16, {1, 256}, 24, "large", "|a| up to 150: saturation and underflow", true),
-      m(D::fp16, {1, 256}, 25, "large", "|a| up to 150: saturation and underflow", true),
-      m(D::fp16, {1, 72}, 26, "fp16_overflow", "y and da near and beyond fp16 max", true),
-      m(D::fp32, {1, 32}, 27, "near_root", "a next to the root of silu' (1 + a(1-s) cancels)", true),
-      m(D::bf16, {1, 32}, 28, "near_root", "a next to the root of silu'", true),
-      m(D::fp16, {1, 32}, 29, "near_root", "a next to the root of silu'", true),
-      m(D::bf16, {1, 4095}, 101, "normal", "one below a 4096-element block sweep (bf16)", true),
-      m(D::bf16, {1, 4096}, 102, "normal", "one 4096-element block sweep (bf16)", true),
-      m(D::bf16, {1, 4097}, 103, "normal", "one above a 4096-element block sweep (bf16)", true),
-      m(D::fp32, {1, 2047}, 104, "normal", "one below a 2048-element block sweep (fp32)", true),
-      m(D::fp32, {1, 2049}, 105, "normal", "one above a 2048-element block sweep (fp32)", true),
-      m(D::fp16, {3, 4097}, 106, "normal", "fp16, rows at varying 16-byte phase across block sweeps", true),
-      m(D::bf16, {4, 512, 12288}, 107, "normal", "production: 4 x 512 tokens, intermediate 12288", true),
-      m(D::bf16, {1, 512, 25600}, 108, "normal", "production: 512 tokens, intermediate 25600", true),
+      c(D::fp32, {1, 1}, 11).description("smallest legal shape, fp32").production(),
+      c(D::bf16, {1, 1}, 12).description("smallest legal shape, bf16").production(),
+      c(D::fp16, {1, 1}, 13).description("smallest legal shape, fp16").production(),
+      c(D::fp32, {1, 3}, 14).description("one below a 4-element fp32 unit").production(),
+      c(D::fp32, {1, 5}, 15).description("one above a 4-element fp32 unit").production(),
+      c(D::bf16, {1, 7}, 16).description("one below an 8-element bf16 unit").production(),
+      c(D::bf16, {1, 8}, 17).description("one bf16 unit").production(),
+      c(D::fp16, {1, 9}, 18).description("one above an 8-element fp16 unit").production(),
+      c(D::bf16, {2, 3, 40}, 19).description("3-D input: leading dimensions flattened").production(),
+      c(D::fp32, {1, 64}, 20).pattern("specials").description("NaN/Inf in a, b, dy; exact zeros; 0*inf").production(),
+      c(D::bf16, {1, 64}, 21).pattern("specials").description("NaN/Inf in a, b, dy; exact zeros; 0*inf").production(),
+      c(D::fp16, {1, 64}, 22).pattern("specials").description("NaN/Inf in a, b, dy; exact zeros; 0*inf").production(),
+      c(D::fp32, {1, 256}, 23).pattern("large").description("|a| up to 150: saturation and underflow").production(),
+      c(D::bf16, {1, 256}, 24).pattern("large").description("|a| up to 150: saturation and underflow").production(),
+      c(D::fp16, {1, 256}, 25).pattern("large").description("|a| up to 150: saturation and underflow").production(),
+      c(D::fp16, {1, 72}, 26).pattern("fp16_overflow").description("y and da near and beyond fp16 max").production(),
+      c(D::fp32, {1, 32}, 27).pattern("near_root").description("a next to the root of silu' (1 + a(1-s) cancels)")
+          .production(),
+      c(D::bf16, {1, 32}, 28).pattern("near_root").description("a next to the root of silu'").production(),
+      c(D::fp16, {1, 32}, 29).pattern("near_root").description("a next to the root of silu'").production(),
+      c(D::bf16, {1, 4095}, 101).description("one below a 4096-element block sweep (bf16)").production(),
+      c(D::bf16, {1, 4096}, 102).description("one 4096-element block sweep (bf16)").production(),
+      c(D::bf16, {1, 4097}, 103).description("one above a 4096-element block sweep (bf16)").production(),
+      c(D::fp32, {1, 2047}, 104).description("one below a 2048-element block sweep (fp32)").production(),
+      c(D::fp32, {1, 2049}, 105).description("one above a 2048-element block sweep (fp32)").production(),
+      c(D::fp16, {3, 4097}, 106).description("fp16, rows at varying 16-byte phase across block sweeps").production(),
+      c(D::bf16, {4, 512, 12288}, 107).description("production: 4 x 512 tokens, intermediate 12288").production(),
+      c(D::bf16, {1, 512, 25600}, 108).description("production: 512 tokens, intermediate 25600").production(),
   };
 }
 
 std::vector<CaseSpec> GeGLUOp::cases() const {
-  auto m = [](DType t, std::vector<std::int64_t> s, std::uint64_t seed, std::string p, std::string why, int tanh,
-              bool prod = false) {
-    return make(t, std::move(s), seed, std::move(p), std::move(why), {{"approximate_tanh", double(tanh)}}, prod);
-  };
+  // approximate_tanh: 0 erf GELU, 1 tanh GELU; every case declares it, and its name says
+  // which ("bf16_erf_1x9_seed15").
+  const Case c = glu_case().required_param("approximate_tanh").name_parts(
+      {param_part("approximate_tanh", [](double tanh) { return tanh < 0 ? "" : tanh != 0.0 ? "_tanh" : "_erf"; })},
+      {pattern_unless_normal()});
   return {
       // committed: one small "mixed" tensor per dtype, the variants spread over the dtypes
-      m(D::fp32, {2, 67}, 1, "mixed", "fp32 erf: NaN/Inf/zeros, roots of gelu', |a| to 150, |a| in [1,3]", 0),
-      m(D::bf16, {2, 67}, 2, "mixed", "bf16 tanh: NaN/Inf/zeros, roots of gelu', |a| to 150, |a| in [1,3]", 1),
-      m(D::fp16, {2, 67}, 3, "mixed", "fp16 erf: also y and da beyond fp16 max", 0),
+      c(D::fp32, {2, 67}, 1).pattern("mixed").param("approximate_tanh", 0)
+          .description("fp32 erf: NaN/Inf/zeros, roots of gelu', |a| to 150, |a| in [1,3]").committed(),
+      c(D::bf16, {2, 67}, 2).pattern("mixed").param("approximate_tanh", 1)
+          .description("bf16 tanh: NaN/Inf/zeros, roots of gelu', |a| to 150, |a| in [1,3]").committed(),
+      c(D::fp16, {2, 67}, 3).pattern("mixed").param("approximate_tanh", 0)
+          .description("fp16 erf: also y and da beyond fp16 max").committed(),
       // production set (build tree)
-      m(D::fp32, {1, 1}, 11, "normal", "smallest legal shape, fp32", 1, true),
-      m(D::bf16, {1, 1}, 12, "normal", "smallest legal shape, bf16", 0, true),
-      m(D::fp16, {1, 1}, 13, "normal", "smallest legal shape, fp16", 1, true),
-      m(D::fp32, {1, 3}, 14, "normal", "one below a 4-element fp32 unit", 1, true),
-      m(D::bf16, {1, 9}, 15, "normal", "one above an 8-element bf16 unit", 0, true),
-      m(D::fp16, {1, 7}, 16, "normal", "one below an 8-element fp16 unit", 1, true),
-      m(D::fp32, {2, 67}, 17, "mixed", "fp32 tanh: every adversarial value", 1, true),
-      m(D::bf16, {2, 67}, 18, "mixed", "bf16 erf: every adversarial value", 0, true),
-      m(D::fp16, {2, 67}, 19, "mixed", "fp16 tanh: every adversarial value", 1, true),
-      m(D::fp32, {1, 64}, 20, "variant_gap", "|a| in [1,3]: erf and tanh GELU differ", 0, true),
-      m(D::fp32, {1, 64}, 20, "variant_gap", "|a| in [1,3]: erf and tanh GELU differ", 1, true),
-      m(D::bf16, {1, 64}, 21, "variant_gap_neg", "a in [-3,-2.25]: variants up to 10% apart", 0, true),
-      m(D::fp16, {1, 64}, 22, "variant_gap_neg", "a in [-3,-2.25]: variants up to 10% apart", 1, true),
-      m(D::fp16, {1, 48}, 23, "near_root", "a next to the roots of gelu' (erf declared)", 0, true),
-      m(D::fp16, {1, 48}, 24, "near_root", "a next to the roots of gelu' (tanh declared)", 1, true),
-      m(D::bf16, {1, 256}, 25, "large", "|a| up to 150", 0, true),
-      m(D::fp16, {1, 256}, 26, "large", "|a| up to 150", 1, true),
-      m(D::bf16, {1, 4095}, 101, "normal", "one below a 4096-element block sweep (bf16)", 0, true),
-      m(D::bf16, {1, 4097}, 102, "normal", "one above a 4096-element block sweep (bf16)", 1, true),
-      m(D::fp32, {1, 2048}, 103, "normal", "one 2048-element block sweep (fp32)", 0, true),
-      m(D::fp16, {3, 4097}, 104, "normal", "fp16, rows at varying 16-byte phase (tanh)", 1, true),
-      m(D::bf16, {4, 512, 12288}, 105, "normal", "production: 4 x 512 tokens, intermediate 12288 (erf)", 0, true),
-      m(D::bf16, {1, 512, 25600}, 106, "normal", "production: 512 tokens, intermediate 25600 (tanh)", 1, true),
+      c(D::fp32, {1, 1}, 11).param("approximate_tanh", 1).description("smallest legal shape, fp32").production(),
+      c(D::bf16, {1, 1}, 12).param("approximate_tanh", 0).description("smallest legal shape, bf16").production(),
+      c(D::fp16, {1, 1}, 13).param("approximate_tanh", 1).description("smallest legal shape, fp16").production(),
+      c(D::fp32, {1, 3}, 14).param("approximate_tanh", 1).description("one below a 4-element fp32 unit").production(),
+      c(D::bf16, {1, 9}, 15).param("approximate_tanh", 0).description("one above an 8-element bf16 unit").production(),
+      c(D::fp16, {1, 7}, 16).param("approximate_tanh", 1).description("one below an 8-element fp16 unit").production(),
+      c(D::fp32, {2, 67}, 17).pattern("mixed").param("approximate_tanh", 1)
+          .description("fp32 tanh: every adversarial value").production(),
+      c(D::bf16, {2, 67}, 18).pattern("mixed").param("approximate_tanh", 0)
+          .description("bf16 erf: every adversarial value").production(),
+      c(D::fp16, {2, 67}, 19).pattern("mixed").param("approximate_tanh", 1)
+          .description("fp16 tanh: every adversarial value").production(),
+      c(D::fp32, {1, 64}, 20).pattern("variant_gap").param("approximate_tanh", 0)
+          .description("|a| in [1,3]: erf and tanh GELU differ").production(),
+      c(D::fp32, {1, 64}, 20).pattern("variant_gap").param("approximate_tanh", 1)
+          .description("|a| in [1,3]: erf and tanh GELU differ").production(),
+      c(D::bf16, {1, 64}, 21).pattern("variant_gap_neg").param("approximate_tanh", 0)
+          .description("a in [-3,-2.25]: variants up to 10% apart").production(),
+      c(D::fp16, {1, 64}, 22).pattern("variant_gap_neg").param("approximate_tanh", 1)
+          .description("a in [-3,-2.25]: variants up to 10% apart").production(),
+      c(D::fp16, {1, 48}, 23).pattern("near_root").param("approximate_tanh", 0)
+          .description("a next to the roots of gelu' (erf declared)").production(),
+      c(D::fp16, {1, 48}, 24).pattern("near_root").param("approximate_tanh", 1)
+          .description("a next to the roots of gelu' (tanh declared)").production(),
+      c(D::bf16, {1, 256}, 25).pattern("large").param("approximate_tanh", 0).description("|a| up to 150").production(),
+      c(D::fp16, {1, 256}, 26).pattern("large").param("approximate_tanh", 1).description("|a| up to 150").production(),
+      c(D::bf16, {1, 4095}, 101).param("approximate_tanh", 0).description("one below a 4096-element block sweep (bf16)")
+          .production(),
+      c(D::bf16, {1, 4097}, 102).param("approximate_tanh", 1).description("one above a 4096-element block sweep (bf16)")
+          .production(),
+      c(D::fp32, {1, 2048}, 103).param("approximate_tanh", 0).description("one 2048-element block sweep (fp32)")
+          .production(),
+      c(D::fp16, {3, 4097}, 104).param("approximate_tanh", 1).description("fp16, rows at varying 16-byte phase (tanh)")
+          .production(),
+      c(D::bf16, {4, 512, 12288}, 105).param("approximate_tanh", 0)
+          .description("production: 4 x 512 tokens, intermediate 12288 (erf)").production(),
+      c(D::bf16, {1, 512, 25600}, 106).param("approximate_tanh", 1)
+          .description("production: 512 tokens, intermediate 25600 (tanh)").production(),
   };
 }
 

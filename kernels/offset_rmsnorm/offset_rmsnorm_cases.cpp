@@ -1,5 +1,6 @@
-// OffsetRMSNorm: the declared case list and gate parameters. One line per case:
-//   dtype, shape, seed, input pattern, why the case exists.
+// OffsetRMSNorm: the declared case list and gate parameters. One numgate::Case
+// per case (fixtures/include/numgate/op.h): dtype, shape, seed, then the input pattern
+// and eps where not "normal" / 1e-6, why the case exists, committed or production.
 // Gate parameters are the defaults (fudge 2.0, atol 0, max ref/golden 0.10), declared
 // here before any target runs. Production cases are generated into the build tree.
 // Seeds 301-399 (distinct from the other ops' seeds, so case names are unique across ops).
@@ -10,50 +11,50 @@ namespace {
 
 constexpr double kEps = 1e-6;
 
-CaseSpec make(DType t, std::vector<std::int64_t> shape, std::uint64_t seed, std::string pattern, std::string why,
-              bool production = false, double eps = kEps) {
-  return make_case(t, std::move(shape), seed, std::move(pattern), {{"eps", eps}}, std::move(why), production);
-}
-
 }  // namespace
 
 std::vector<CaseSpec> OffsetRMSNormOp::cases() const {
   using D = DType;
-  constexpr bool kCommitted = false, kGenerated = true;
+  const Case c = Case().param("eps", kEps);
   return {
       // Committed (golden_data/offset_rmsnorm.h5). Every committed case costs ~15-20 KB of
       // HDF5 structure whatever its size, and golden_data/ is nearly full, so only the
       // case the mutant tests need is committed; it catches both CPU mutants.
-      make(D::bf16, {2, 17}, 311, "ones_offset", "x = 1, bf16 w = 3.140625 / 2^-8: 1 + w formed in FP32; odd hidden",
-           kCommitted),
+      c(D::bf16, {2, 17}, 311).pattern("ones_offset")
+          .description("x = 1, bf16 w = 3.140625 / 2^-8: 1 + w formed in FP32; odd hidden").committed(),
       // Generated into the build tree with the production set (small ones are also
       // materialized by tests/cpu/test_mutants_rmsnorm_variants.cpp on the CPU).
-      make(D::fp32, {1, 1}, 301, "normal", "smallest legal shape, fp32", kGenerated),
-      make(D::bf16, {1, 1}, 302, "normal", "smallest legal shape, bf16", kGenerated),
-      make(D::fp16, {1, 1}, 303, "normal", "smallest legal shape, fp16", kGenerated),
-      make(D::fp32, {3, 255}, 304, "normal", "fp32, hidden one below 256 (rows of varying 16-byte phase)", kGenerated),
-      make(D::bf16, {3, 256}, 305, "normal", "bf16, hidden 256 = one warp of 16-byte units", kGenerated),
-      make(D::fp16, {2, 257}, 306, "normal", "fp16, hidden one above 256 (partial head/tail units)", kGenerated),
-      make(D::bf16, {2, 3, 40}, 307, "normal", "3-D input, eps 1e-5: leading dimensions flattened", kGenerated, 1e-5),
-      make(D::bf16, {4, 64}, 308, "zero_row", "an all-zero row: y exactly 0, dx finite (its dy scaled by sqrt(eps))",
-           kGenerated),
-      make(D::bf16, {2, 128}, 309, "near_zero_variance", "inputs ~1e-5: mean(x^2) << eps", kGenerated),
-      make(D::bf16, {4, 32}, 310, "nonfinite", "NaN, +Inf, -Inf in x: same NaN/Inf positions as golden", kGenerated),
-      make(D::fp16, {2, 17}, 312, "ones_offset", "the all-ones row in fp16 (1 + w exact in fp16 too)", kGenerated),
+      c(D::fp32, {1, 1}, 301).description("smallest legal shape, fp32").production(),
+      c(D::bf16, {1, 1}, 302).description("smallest legal shape, bf16").production(),
+      c(D::fp16, {1, 1}, 303).description("smallest legal shape, fp16").production(),
+      c(D::fp32, {3, 255}, 304).description("fp32, hidden one below 256 (rows of varying 16-byte phase)").production(),
+      c(D::bf16, {3, 256}, 305).description("bf16, hidden 256 = one warp of 16-byte units").production(),
+      c(D::fp16, {2, 257}, 306).description("fp16, hidden one above 256 (partial head/tail units)").production(),
+      c(D::bf16, {2, 3, 40}, 307).param("eps", 1e-5).description("3-D input, eps 1e-5: leading dimensions flattened")
+          .production(),
+      c(D::bf16, {4, 64}, 308).pattern("zero_row")
+          .description("an all-zero row: y exactly 0, dx finite (its dy scaled by sqrt(eps))").production(),
+      c(D::bf16, {2, 128}, 309).pattern("near_zero_variance").description("inputs ~1e-5: mean(x^2) << eps")
+          .production(),
+      c(D::bf16, {4, 32}, 310).pattern("nonfinite")
+          .description("NaN, +Inf, -Inf in x: same NaN/Inf positions as golden").production(),
+      c(D::fp16, {2, 17}, 312).pattern("ones_offset").description("the all-ones row in fp16 (1 + w exact in fp16 too)")
+          .production(),
       // Production shapes and the block-size boundaries (<= ~30M elements in all).
-      make(D::bf16, {4, 512, 4096}, 351, "normal", "production: 4 x 512 tokens, hidden 4096", kGenerated),
-      make(D::bf16, {1, 2048, 5120}, 352, "normal", "production: 2048 tokens, hidden 5120", kGenerated),
-      make(D::bf16, {2, 4095}, 353, "normal", "one below 4096: rows of varying 16-byte phase", kGenerated),
-      make(D::bf16, {2, 4096}, 354, "normal", "hidden 4096, fully aligned", kGenerated),
-      make(D::bf16, {2, 4097}, 355, "normal", "one above 4096: partial head and tail units", kGenerated),
-      make(D::fp16, {2, 3072}, 356, "normal", "fp16, last hidden of K = 1 forward (384 threads x 8)", kGenerated),
-      make(D::fp16, {2, 3073}, 357, "normal", "fp16, first hidden of K = 2 forward", kGenerated),
-      make(D::fp32, {2, 4096}, 358, "normal", "fp32 at 4096", kGenerated),
-      make(D::fp32, {2, 40000}, 359, "normal", "fp32 row too long for the register cache (streaming kernels)",
-           kGenerated),
-      make(D::bf16, {2, 65536}, 360, "normal", "largest supported hidden (K = 8 forward, streaming backward)",
-           kGenerated),
-      make(D::bf16, {4, 512, 4096}, 361, "zero_row", "production shape with an all-zero row", kGenerated),
+      c(D::bf16, {4, 512, 4096}, 351).description("production: 4 x 512 tokens, hidden 4096").production(),
+      c(D::bf16, {1, 2048, 5120}, 352).description("production: 2048 tokens, hidden 5120").production(),
+      c(D::bf16, {2, 4095}, 353).description("one below 4096: rows of varying 16-byte phase").production(),
+      c(D::bf16, {2, 4096}, 354).description("hidden 4096, fully aligned").production(),
+      c(D::bf16, {2, 4097}, 355).description("one above 4096: partial head and tail units").production(),
+      c(D::fp16, {2, 3072}, 356).description("fp16, last hidden of K = 1 forward (384 threads x 8)").production(),
+      c(D::fp16, {2, 3073}, 357).description("fp16, first hidden of K = 2 forward").production(),
+      c(D::fp32, {2, 4096}, 358).description("fp32 at 4096").production(),
+      c(D::fp32, {2, 40000}, 359).description("fp32 row too long for the register cache (streaming kernels)")
+          .production(),
+      c(D::bf16, {2, 65536}, 360).description("largest supported hidden (K = 8 forward, streaming backward)")
+          .production(),
+      c(D::bf16, {4, 512, 4096}, 361).pattern("zero_row").description("production shape with an all-zero row")
+          .production(),
   };
 }
 

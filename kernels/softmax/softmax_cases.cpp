@@ -1,5 +1,7 @@
-// Softmax: the declared case list and gate parameters. One line per case:
-//   dtype, shape [..., q_len, k_len], seed, input pattern, mask mode, scale, why.
+// Softmax: the declared case list and gate parameters. One numgate::Case
+// per case (fixtures/include/numgate/op.h): dtype, shape [..., q_len, k_len], seed, then
+// the input pattern where not "normal", scale, mask mode where not none, why, committed or
+// production.
 // Gate parameters are the defaults (fudge 2.0, atol 0, max ref/golden 0.10), declared here
 // before any target runs. Production cases are generated into the build tree (never
 // committed: golden_data/ is tight); those of at most 70,000 elements are also checked on
@@ -22,87 +24,122 @@ constexpr double kScale = 0.125;                 // 1 / sqrt(64)
 constexpr double kScale128 = 0.08838834764831845;  // 1 / sqrt(128) (rounded to FP32 by the reference and kernel)
 enum Mode { none = 0, causal = 1, additive = 2 };
 
-CaseSpec make(DType t, std::vector<std::int64_t> shape, std::uint64_t seed, std::string pattern, Mode mode,
-              double scale, std::string why, bool production = true) {
-  const char* m = mode == causal ? "_causal" : mode == additive ? "_additive" : "";
-  return make_case(t, std::move(shape), seed, std::move(pattern), {{"scale", scale}, {"mask_mode", static_cast<double>(mode)}},
-                   std::move(why), production, "", m);
+/// scale has no default (every case states it); mask_mode is none unless a case sets it,
+/// and the name says which mask ("bf16_2x6x5_large_causal_seed1").
+Case softmax_case() {
+  return Case()
+      .required_param("scale")
+      .param("mask_mode", none)
+      .name_parts({}, {pattern_unless_normal(), param_part("mask_mode", [](double mode) {
+                         return mode == causal ? "_causal" : mode == additive ? "_additive" : "";
+                       })});
 }
 
 }  // namespace
 
 std::vector<CaseSpec> SoftmaxOp::cases() const {
   using D = DType;
-  constexpr bool committed = false;
+  const Case c = softmax_case();
   return {
       // committed: three small cases (each costs ~15-20 KB of HDF5 metadata, golden_data/ is
       // shared by every op under 8 MiB); together they catch every CPU mutant.
-      make(D::bf16, {2, 6, 5}, 1, "large", causal, kScale,
-           "q_len 6 > k_len 5 causal: queries 0 fully masked (y = dx = 0), scores up to ~6e30", committed),
-      make(D::fp32, {2, 4, 9}, 2, "normal", causal, kScale,
-           "q_len 4 < k_len 9 causal: bottom-right alignment (query i sees keys <= i + 5)", committed),
-      make(D::fp16, {6, 37}, 3, "normal", additive, kScale,
-           "additive mask of 0, biases, -inf and -65504: query 0 fully masked, query 1 one key (y = 1)", committed),
+      c(D::bf16, {2, 6, 5}, 1).pattern("large").param("scale", kScale).param("mask_mode", causal)
+          .description("q_len 6 > k_len 5 causal: queries 0 fully masked (y = dx = 0), scores up to ~6e30").committed(),
+      c(D::fp32, {2, 4, 9}, 2).param("scale", kScale).param("mask_mode", causal)
+          .description("q_len 4 < k_len 9 causal: bottom-right alignment (query i sees keys <= i + 5)").committed(),
+      c(D::fp16, {6, 37}, 3).param("scale", kScale).param("mask_mode", additive)
+          .description("additive mask of 0, biases, -inf and -65504: query 0 fully masked, query 1 one key (y = 1)")
+          .committed(),
       // smallest legal shape (a single element: y = 1, dx = 0 exactly)
-      make(D::fp32, {1, 1}, 10, "normal", none, kScale, "smallest legal shape, fp32"),
-      make(D::bf16, {1, 1}, 11, "normal", none, kScale, "smallest legal shape, bf16"),
-      make(D::fp16, {1, 1}, 12, "normal", none, kScale, "smallest legal shape, fp16"),
+      c(D::fp32, {1, 1}, 10).param("scale", kScale).description("smallest legal shape, fp32").production(),
+      c(D::bf16, {1, 1}, 11).param("scale", kScale).description("smallest legal shape, bf16").production(),
+      c(D::fp16, {1, 1}, 12).param("scale", kScale).description("smallest legal shape, fp16").production(),
       // causal rows of length 1 (k_len 1): q_len 1 sees its key; q_len 4 > 1: queries 0-2 empty
-      make(D::bf16, {3, 1, 1}, 13, "normal", causal, kScale, "causal, k_len 1, q_len 1: y = 1"),
-      make(D::fp16, {2, 4, 1}, 14, "normal", causal, kScale, "causal, k_len 1, q_len 4: 3 empty rows, then y = 1"),
+      c(D::bf16, {3, 1, 1}, 13).param("scale", kScale).param("mask_mode", causal)
+          .description("causal, k_len 1, q_len 1: y = 1").production(),
+      c(D::fp16, {2, 4, 1}, 14).param("scale", kScale).param("mask_mode", causal)
+          .description("causal, k_len 1, q_len 4: 3 empty rows, then y = 1").production(),
       // alignment: q_len < k_len, q_len = k_len, q_len > k_len
-      make(D::bf16, {2, 3, 8, 40}, 15, "normal", causal, kScale128, "causal q_len 8 < k_len 40 (decode-like)"),
-      make(D::fp16, {1, 2, 33, 33}, 16, "normal", causal, kScale128, "causal q_len = k_len = 33"),
-      make(D::fp32, {2, 40, 17}, 17, "normal", causal, kScale, "causal q_len 40 > k_len 17: 23 empty rows per head"),
-      make(D::bf16, {2, 9, 130}, 18, "normal", additive, kScale, "additive mask, bf16, 130 keys"),
-      make(D::fp32, {4, 257}, 19, "normal", additive, kScale128, "additive mask, fp32, 257 keys"),
+      c(D::bf16, {2, 3, 8, 40}, 15).param("scale", kScale128).param("mask_mode", causal)
+          .description("causal q_len 8 < k_len 40 (decode-like)").production(),
+      c(D::fp16, {1, 2, 33, 33}, 16).param("scale", kScale128).param("mask_mode", causal)
+          .description("causal q_len = k_len = 33").production(),
+      c(D::fp32, {2, 40, 17}, 17).param("scale", kScale).param("mask_mode", causal)
+          .description("causal q_len 40 > k_len 17: 23 empty rows per head").production(),
+      c(D::bf16, {2, 9, 130}, 18).param("scale", kScale).param("mask_mode", additive)
+          .description("additive mask, bf16, 130 keys").production(),
+      c(D::fp32, {4, 257}, 19).param("scale", kScale128).param("mask_mode", additive)
+          .description("additive mask, fp32, 257 keys").production(),
       // unit / warp / block boundaries
-      make(D::fp32, {3, 127}, 20, "normal", none, kScale, "fp32 one below a warp of units (128)"),
-      make(D::fp32, {3, 128}, 21, "normal", none, kScale, "fp32 at a warp of units (128)"),
-      make(D::fp32, {3, 129}, 22, "normal", none, kScale, "fp32 one above a warp of units (128)"),
-      make(D::bf16, {3, 255}, 23, "normal", none, kScale, "bf16 one below a warp of units (256)"),
-      make(D::bf16, {3, 256}, 24, "normal", none, kScale, "bf16 at a warp of units (256)"),
-      make(D::bf16, {3, 257}, 25, "normal", causal, kScale, "bf16 one above a warp of units (256), causal"),
-      make(D::fp16, {3, 255}, 26, "normal", none, kScale, "fp16 one below a warp of units (256)"),
-      make(D::fp16, {3, 257}, 27, "normal", none, kScale, "fp16 one above a warp of units (256)"),
-      make(D::fp32, {2, 1023}, 28, "normal", none, kScale, "fp32 one below a block sweep (1024)"),
-      make(D::fp32, {2, 1024}, 29, "normal", none, kScale, "fp32 at a block sweep (1024)"),
-      make(D::fp32, {2, 1025}, 30, "normal", causal, kScale, "fp32 one above a block sweep (1024), causal"),
-      make(D::bf16, {2, 2047}, 31, "normal", none, kScale, "bf16 one below a block sweep (2048)"),
-      make(D::bf16, {2, 2048}, 32, "normal", none, kScale, "bf16 at a block sweep (2048)"),
-      make(D::bf16, {2, 2049}, 33, "normal", additive, kScale, "bf16 one above a block sweep (2048), additive"),
-      make(D::fp16, {2, 2047}, 34, "normal", none, kScale, "fp16 one below a block sweep (2048)"),
-      make(D::fp16, {2, 2049}, 35, "normal", none, kScale, "fp16 one above a block sweep (2048)"),
+      c(D::fp32, {3, 127}, 20).param("scale", kScale).description("fp32 one below a warp of units (128)").production(),
+      c(D::fp32, {3, 128}, 21).param("scale", kScale).description("fp32 at a warp of units (128)").production(),
+      c(D::fp32, {3, 129}, 22).param("scale", kScale).description("fp32 one above a warp of units (128)").production(),
+      c(D::bf16, {3, 255}, 23).param("scale", kScale).description("bf16 one below a warp of units (256)").production(),
+      c(D::bf16, {3, 256}, 24).param("scale", kScale).description("bf16 at a warp of units (256)").production(),
+      c(D::bf16, {3, 257}, 25).param("scale", kScale).param("mask_mode", causal)
+          .description("bf16 one above a warp of units (256), causal").production(),
+      c(D::fp16, {3, 255}, 26).param("scale", kScale).description("fp16 one below a warp of units (256)").production(),
+      c(D::fp16, {3, 257}, 27).param("scale", kScale).description("fp16 one above a warp of units (256)").production(),
+      c(D::fp32, {2, 1023}, 28).param("scale", kScale).description("fp32 one below a block sweep (1024)").production(),
+      c(D::fp32, {2, 1024}, 29).param("scale", kScale).description("fp32 at a block sweep (1024)").production(),
+      c(D::fp32, {2, 1025}, 30).param("scale", kScale).param("mask_mode", causal)
+          .description("fp32 one above a block sweep (1024), causal").production(),
+      c(D::bf16, {2, 2047}, 31).param("scale", kScale).description("bf16 one below a block sweep (2048)").production(),
+      c(D::bf16, {2, 2048}, 32).param("scale", kScale).description("bf16 at a block sweep (2048)").production(),
+      c(D::bf16, {2, 2049}, 33).param("scale", kScale).param("mask_mode", additive)
+          .description("bf16 one above a block sweep (2048), additive").production(),
+      c(D::fp16, {2, 2047}, 34).param("scale", kScale).description("fp16 one below a block sweep (2048)").production(),
+      c(D::fp16, {2, 2049}, 35).param("scale", kScale).description("fp16 one above a block sweep (2048)").production(),
       // register cache sizes of the forward (4 and 8 units per thread) and the switch to streaming
-      make(D::bf16, {2, 4097}, 36, "normal", additive, kScale, "bf16 4097 keys: 4 units per thread, additive"),
-      make(D::fp32, {2, 2049}, 37, "normal", none, kScale, "fp32 2049 keys: 4 units per thread"),
-      make(D::fp32, {3, 4096}, 38, "normal", causal, kScale128, "fp32 4096 keys, causal q_len 3: 8 units per thread"),
-      make(D::bf16, {2, 8192}, 39, "normal", none, kScale128, "bf16 8192 keys: 4 units aligned, 8 misaligned"),
-      make(D::fp16, {1, 2, 12000}, 47, "normal", causal, kScale128, "fp16 12000 keys, causal: 8 units per thread"),
-      make(D::bf16, {2, 16384}, 48, "normal", none, kScale128, "bf16 16384 keys: 8 units aligned, streaming misaligned"),
-      make(D::fp16, {2, 16385}, 49, "normal", none, kScale128, "fp16 16385 keys: the streaming kernel"),
-      make(D::fp32, {2, 8193}, 56, "normal", none, kScale128, "fp32 8193 keys: the streaming kernel"),
+      c(D::bf16, {2, 4097}, 36).param("scale", kScale).param("mask_mode", additive)
+          .description("bf16 4097 keys: 4 units per thread, additive").production(),
+      c(D::fp32, {2, 2049}, 37).param("scale", kScale).description("fp32 2049 keys: 4 units per thread").production(),
+      c(D::fp32, {3, 4096}, 38).param("scale", kScale128).param("mask_mode", causal)
+          .description("fp32 4096 keys, causal q_len 3: 8 units per thread").production(),
+      c(D::bf16, {2, 8192}, 39).param("scale", kScale128).description("bf16 8192 keys: 4 units aligned, 8 misaligned")
+          .production(),
+      c(D::fp16, {1, 2, 12000}, 47).param("scale", kScale128).param("mask_mode", causal)
+          .description("fp16 12000 keys, causal: 8 units per thread").production(),
+      c(D::bf16, {2, 16384}, 48).param("scale", kScale128)
+          .description("bf16 16384 keys: 8 units aligned, streaming misaligned").production(),
+      c(D::fp16, {2, 16385}, 49).param("scale", kScale128).description("fp16 16385 keys: the streaming kernel")
+          .production(),
+      c(D::fp32, {2, 8193}, 56).param("scale", kScale128).description("fp32 8193 keys: the streaming kernel")
+          .production(),
       // adversarial values
-      make(D::fp16, {4, 64}, 40, "large", none, kScale, "fp16 scores up to ~60000: exp overflows unless max-subtracted"),
-      make(D::fp32, {4, 64}, 41, "large", causal, kScale, "fp32 scores up to ~6e30, causal"),
-      make(D::bf16, {4, 64}, 42, "very_negative", none, kScale, "bf16 scores around -1e30: exp underflows unless max-subtracted"),
-      make(D::fp16, {4, 64}, 43, "very_negative", additive, kScale, "fp16 scores around -50000, additive mask"),
-      make(D::fp32, {4, 33}, 44, "nonfinite", none, kScale, "NaN/+Inf/-Inf in x, NaN in dy: same positions as golden"),
-      make(D::bf16, {4, 33}, 45, "nonfinite", none, kScale, "NaN/Inf, bf16"),
-      make(D::fp16, {4, 33}, 46, "nonfinite", additive, kScale, "NaN in a fully masked row (query 0): not read, y = 0"),
+      c(D::fp16, {4, 64}, 40).pattern("large").param("scale", kScale)
+          .description("fp16 scores up to ~60000: exp overflows unless max-subtracted").production(),
+      c(D::fp32, {4, 64}, 41).pattern("large").param("scale", kScale).param("mask_mode", causal)
+          .description("fp32 scores up to ~6e30, causal").production(),
+      c(D::bf16, {4, 64}, 42).pattern("very_negative").param("scale", kScale)
+          .description("bf16 scores around -1e30: exp underflows unless max-subtracted").production(),
+      c(D::fp16, {4, 64}, 43).pattern("very_negative").param("scale", kScale).param("mask_mode", additive)
+          .description("fp16 scores around -50000, additive mask").production(),
+      c(D::fp32, {4, 33}, 44).pattern("nonfinite").param("scale", kScale)
+          .description("NaN/+Inf/-Inf in x, NaN in dy: same positions as golden").production(),
+      c(D::bf16, {4, 33}, 45).pattern("nonfinite").param("scale", kScale).description("NaN/Inf, bf16").production(),
+      c(D::fp16, {4, 33}, 46).pattern("nonfinite").param("scale", kScale).param("mask_mode", additive)
+          .description("NaN in a fully masked row (query 0): not read, y = 0").production(),
       // long rows
-      make(D::bf16, {2, 32768}, 50, "normal", none, kScale128, "rows of 32K keys"),
-      make(D::fp32, {1, 2, 32768}, 51, "normal", causal, kScale128, "fp32 rows of 32K keys, causal q_len 2 < k_len"),
-      make(D::fp16, {2, 32768}, 52, "normal", additive, kScale128, "fp16 rows of 32K keys, additive mask"),
-      make(D::bf16, {2, 65535}, 53, "normal", none, kScale128, "one below the longest row (65,536)"),
-      make(D::fp32, {2, 65536}, 54, "normal", none, kScale128, "the longest row (65,536 keys), fp32"),
-      make(D::bf16, {1, 8, 512, 512}, 55, "normal", causal, kScale128, "many short rows: 8 heads x 512 x 512, causal"),
+      c(D::bf16, {2, 32768}, 50).param("scale", kScale128).description("rows of 32K keys").production(),
+      c(D::fp32, {1, 2, 32768}, 51).param("scale", kScale128).param("mask_mode", causal)
+          .description("fp32 rows of 32K keys, causal q_len 2 < k_len").production(),
+      c(D::fp16, {2, 32768}, 52).param("scale", kScale128).param("mask_mode", additive)
+          .description("fp16 rows of 32K keys, additive mask").production(),
+      c(D::bf16, {2, 65535}, 53).param("scale", kScale128).description("one below the longest row (65,536)")
+          .production(),
+      c(D::fp32, {2, 65536}, 54).param("scale", kScale128).description("the longest row (65,536 keys), fp32")
+          .production(),
+      c(D::bf16, {1, 8, 512, 512}, 55).param("scale", kScale128).param("mask_mode", causal)
+          .description("many short rows: 8 heads x 512 x 512, causal").production(),
       // production: 32 heads x 4096 x 4096 needs ~4.3 GB per FP64 tensor (golden y, dx and
       // their abs_terms, plus the promoted inputs: over 30 GB); declared at 8 heads instead.
-      make(D::bf16, {1, 8, 4096, 4096}, 100, "normal", causal, kScale128,
-           "production: 8 heads x 4096 x 4096 causal (32 heads would need ~4 GB per FP64 tensor)"),
-      make(D::fp16, {1, 32, 1024, 4096}, 101, "normal", causal, kScale128,
-           "production: 32 heads x 1024 queries x 4096 keys causal, fp16 (decode/chunked prefill)"),
+      c(D::bf16, {1, 8, 4096, 4096}, 100).param("scale", kScale128).param("mask_mode", causal)
+          .description("production: 8 heads x 4096 x 4096 causal (32 heads would need ~4 GB per FP64 tensor)")
+          .production(),
+      c(D::fp16, {1, 32, 1024, 4096}, 101).param("scale", kScale128).param("mask_mode", causal)
+          .description("production: 32 heads x 1024 queries x 4096 keys causal, fp16 (decode/chunked prefill)")
+          .production(),
   };
 }
 
