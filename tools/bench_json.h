@@ -32,7 +32,9 @@
 //       "scaled_from": null | [integer]    a benchmark shape timed as a copy of the case
 //                                          verified at this shape (kScaledShapes)
 //     }],
-//     "skipped": [string]                  the console's "bench ...: skipped: ..." lines
+//     "skipped": [string]                  the console's lines about cases not timed
+//                                          ("bench <op> <case>: skipped: <why>", and the
+//                                          count of cases below 2^20 elements)
 //   }
 //
 // Non-finite numbers are the strings "nan", "-nan", "inf", "-inf" (as in report.json).
