@@ -1,10 +1,13 @@
 // numgate-bench — times every op's target kernels (each pass: forward, backward) on the
 // production cases that passed the numerics gate.
 //
-// Input: the JSON report written by the GPU replay tests,
-//   {"cases": [{"op": "rmsnorm", "case": "bf16_4x512x4096_seed101", "file": ".../rmsnorm_production.h5",
-//               "dtype": "bf16", "shape": [4, 512, 4096], "production": true, "verdict": "PASS", ...}, ...]}
-// Only cases with production == true, verdict == "PASS", at least 2^20 elements and an op
+// Input: the JSON report written by the GPU replay tests (report.json, read with
+// numgate::read_report: numgate/report.h documents its schema; a report it refuses is a
+// usage error naming the file and field). Output: the console lines below and, unless
+// --json "" is given, the same results as JSON (bench_json.h: schema), by default
+// bench.json beside the report, written atomically on every exit but a bad command line
+// (its "status" says whether the run completed).
+// Only cases with production == true, verdict PASS, at least 2^20 elements and an op
 // with a registered target (kernels/target_registry.cpp) are timed: speed only matters once the numbers are
 // right. Non-production cases are ignored; production cases that did not PASS are listed
 // as skipped. Cases of one op with the same dtype, shape and op parameters (e.g.
@@ -47,14 +50,15 @@
 #include <cstdint>
 #include <cstdio>
 #include <exception>
-#include <fstream>
-#include <nlohmann/json.hpp>
+#include <filesystem>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "bench_fill.h"
+#include "bench_json.h"
 #include "numgate/fixture_file.h"
+#include "numgate/report.h"
 #include "target.h"
 
 namespace {
@@ -117,38 +121,6 @@ struct BenchCase {
   std::map<std::string, numgate::TensorInfo> tensors;  ///< every input and output tensor
 };
 
-std::string shape_str(const std::vector<int64_t>& shape) {
-  std::string s;
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    if (i) s += 'x';
-    s += std::to_string(shape[i]);
-  }
-  return s;
-}
-
-nlohmann::json read_report(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) {
-    throw UsageError(strf("report '%s' not found or not readable. Run the GPU replay tests first "
-                          "(they write the JSON report), or pass --report with its path.",
-                          path.c_str()));
-  }
-  nlohmann::json j;
-  try {
-    in >> j;
-  } catch (const nlohmann::json::exception& e) {
-    throw UsageError(strf("report '%s' is not valid JSON (%s). Re-run the GPU replay tests to "
-                          "regenerate it.",
-                          path.c_str(), e.what()));
-  }
-  if (!j.is_object() || !j.contains("cases") || !j["cases"].is_array()) {
-    throw UsageError(strf("report '%s' has no \"cases\" array; it is not a numgate replay "
-                          "report. Re-run the GPU replay tests to regenerate it.",
-                          path.c_str()));
-  }
-  return j;
-}
-
 /// Benchmark shapes larger than any production fixture (their FP64 golden would need tens
 /// of GB): each is timed with the op parameters of a passing production case of the same op
 /// and dtype whose shape differs from it in the first dimension only; every tensor whose
@@ -183,105 +155,103 @@ std::vector<BenchCase> scaled_copies(const BenchCase& bc) {
   return out;
 }
 
+/// Prints a console line (no trailing newline in `line`) and records it for the JSON.
+void skip_line(numgate::bench::Results& res, const std::string& line) {
+  std::printf("%s\n", line.c_str());
+  res.skipped.push_back(line);
+}
+
 /// The qualifying cases, deduplicated by (op, dtype, shape, parameters), in report order,
 /// each followed by its benchmark-shape copies (kScaledShapes).
-/// Prints one "skipped" line per production case that cannot be timed.
-std::vector<BenchCase> select_cases(const nlohmann::json& report, const std::string& path) {
+/// Prints (and records) one "skipped" line per production case that cannot be timed.
+
+std::vector<BenchCase> select_cases(const numgate::Report& report, const std::string& path,
+                                    numgate::bench::Results& res) {
   std::vector<BenchCase> out;
   int n_production = 0, n_pass = 0, n_small = 0;
-  for (const auto& c : report["cases"]) {
-    std::string name = "?", op = "?";
-    try {
-      if (!c.is_object()) continue;
-      if (c.contains("case") && c["case"].is_string()) name = c["case"].get<std::string>();
-      if (c.contains("op") && c["op"].is_string()) op = c["op"].get<std::string>();
-      const bool production =
-          c.contains("production") && c["production"].is_boolean() && c["production"].get<bool>();
-      if (!production) continue;
-      ++n_production;
-      const std::string verdict =
-          c.contains("verdict") && c["verdict"].is_string() ? c["verdict"].get<std::string>() : "?";
-      if (verdict != "PASS") {
-        std::printf("bench %s %s: skipped: numerics not PASS (verdict %s)\n", op.c_str(), name.c_str(),
-                    verdict.c_str());
-        continue;
-      }
-      ++n_pass;
-      if (!c.contains("file") || !c["file"].is_string()) {
-        std::printf("bench %s %s: skipped: no \"file\" (the fixture it was replayed from)\n", op.c_str(),
-                    name.c_str());
-        continue;
-      }
-      try {
-        (void)numgate::find_target(op);
-      } catch (const std::invalid_argument& e) {
-        std::printf("bench %s %s: skipped: %s\n", op.c_str(), name.c_str(), e.what());
-        continue;
-      }
-      BenchCase bc;
-      bc.op = op;
-      bc.name = name;
-      bc.file = c["file"].get<std::string>();
-      std::string file_op;
-      try {
-        const numgate::CaseData attrs = numgate::read_case_attributes(bc.file, name);
-        file_op = attrs.op;
-        bc.spec = attrs.spec;
-      } catch (const numgate::FixtureError& e) {
-        std::printf("bench %s %s: skipped: %s\n", op.c_str(), name.c_str(), e.what());
-        continue;
-      }
-      if (file_op != op) {
-        std::printf("bench %s %s: skipped: the report says op '%s' but %s holds op '%s' (stale or edited "
-                    "report: rerun the replay)\n",
-                    op.c_str(), name.c_str(), op.c_str(), bc.file.c_str(), file_op.c_str());
-        continue;
-      }
-      // The size filter uses the fixture's shape (the report's is not trusted), with an
-      // overflow-safe product.
-      int64_t elems = 1;
-      for (auto d : bc.spec.shape) elems = (d > 0 && elems <= INT64_MAX / d) ? elems * d : INT64_MAX;
-      if (elems < kMinElements) {
-        ++n_small;
-        continue;
-      }
-      try {
-        bc.tensors = numgate::read_case_tensor_info(bc.file, name);
-      } catch (const numgate::FixtureError& e) {
-        std::printf("bench %s %s: skipped: %s\n", op.c_str(), name.c_str(), e.what());
-        continue;
-      }
-      // Every tensor a pass reads or writes must be in the fixture, or the case cannot run.
-      std::string missing;
-      for (const auto& pass : numgate::find_target(op).passes) {
-        for (const auto* list : {&pass.reads, &pass.outputs})
-          for (const auto& t : *list)
-            if (!bc.tensors.count(t)) missing += " " + t;
-      }
-      if (!missing.empty()) {
-        std::printf("bench %s %s: skipped: tensors missing from the fixture:%s\n", op.c_str(), name.c_str(),
-                    missing.c_str());
-        continue;
-      }
-      auto same = std::find_if(out.begin(), out.end(), [&](const BenchCase& o) {
-        return o.op == bc.op && o.spec.dtype == bc.spec.dtype && o.spec.shape == bc.spec.shape &&
-               o.spec.params == bc.spec.params;
-      });
-      if (same != out.end()) {
-        ++same->duplicates;
-        continue;
-      }
-      std::vector<BenchCase> scaled = scaled_copies(bc);
-      out.push_back(std::move(bc));
-      for (auto& sc : scaled) out.push_back(std::move(sc));
-    } catch (const nlohmann::json::exception& e) {
-      std::printf("bench %s %s: skipped: malformed case entry (%s)\n", op.c_str(), name.c_str(), e.what());
+  for (const numgate::CaseReport& c : report.cases) {
+    const std::string& name = c.spec.name;
+    const std::string& op = c.op;
+    auto skip = [&](const std::string& why) {
+      skip_line(res, strf("bench %s %s: skipped: %s", op.c_str(), name.c_str(), why.c_str()));
+    };
+    if (!c.spec.production) continue;
+    ++n_production;
+    const numgate::Verdict verdict = c.verdict();
+    if (verdict != numgate::Verdict::pass) {
+      skip(strf("numerics not PASS (verdict %s)", std::string(numgate::verdict_name(verdict)).c_str()));
+      continue;
     }
+    ++n_pass;
+    if (c.file.empty()) {
+      skip("no \"file\" (the fixture it was replayed from)");
+      continue;
+    }
+    try {
+      (void)numgate::find_target(op);
+    } catch (const std::invalid_argument& e) {
+      skip(e.what());
+      continue;
+    }
+    BenchCase bc;
+    bc.op = op;
+    bc.name = name;
+    bc.file = c.file;
+    std::string file_op;
+    try {
+      const numgate::CaseData attrs = numgate::read_case_attributes(bc.file, name);
+      file_op = attrs.op;
+      bc.spec = attrs.spec;
+    } catch (const numgate::FixtureError& e) {
+      skip(e.what());
+      continue;
+    }
+    if (file_op != op) {
+      skip(strf("the report says op '%s' but %s holds op '%s' (stale or edited report: rerun the replay)",
+                op.c_str(), bc.file.c_str(), file_op.c_str()));
+      continue;
+    }
+    // The size filter uses the fixture's shape (the report's is not trusted), with an
+    // overflow-safe product.
+    int64_t elems = 1;
+    for (auto d : bc.spec.shape) elems = (d > 0 && elems <= INT64_MAX / d) ? elems * d : INT64_MAX;
+    if (elems < kMinElements) {
+      ++n_small;
+      continue;
+    }
+    try {
+      bc.tensors = numgate::read_case_tensor_info(bc.file, name);
+    } catch (const numgate::FixtureError& e) {
+      skip(e.what());
+      continue;
+    }
+    // Every tensor a pass reads or writes must be in the fixture, or the case cannot run.
+    std::string missing;
+    for (const auto& pass : numgate::find_target(op).passes) {
+      for (const auto* list : {&pass.reads, &pass.outputs})
+        for (const auto& t : *list)
+          if (!bc.tensors.count(t)) missing += " " + t;
+    }
+    if (!missing.empty()) {
+      skip("tensors missing from the fixture:" + missing);
+      continue;
+    }
+    auto same = std::find_if(out.begin(), out.end(), [&](const BenchCase& o) {
+      return o.op == bc.op && o.spec.dtype == bc.spec.dtype && o.spec.shape == bc.spec.shape &&
+             o.spec.params == bc.spec.params;
+    });
+    if (same != out.end()) {
+      ++same->duplicates;
+      continue;
+    }
+    std::vector<BenchCase> scaled = scaled_copies(bc);
+    out.push_back(std::move(bc));
+    for (auto& sc : scaled) out.push_back(std::move(sc));
   }
   if (n_small > 0)
-    std::printf("bench: %d passing production case(s) below %lld elements not timed (boundary and adversarial "
-                "shapes: their time is launch latency, not bandwidth)\n",
-                n_small, static_cast<long long>(kMinElements));
+    skip_line(res, strf("bench: %d passing production case(s) below %lld elements not timed (boundary and "
+                        "adversarial shapes: their time is launch latency, not bandwidth)",
+                        n_small, static_cast<long long>(kMinElements)));
   if (out.empty()) {
     throw UsageError(strf("no case in report '%s' qualifies for benchmarking: need production == true, "
                           "verdict == \"PASS\", a registered target and a readable fixture file (found %d "
@@ -360,15 +330,12 @@ double measure_d2d_gbps(cudaStream_t stream) {
   return 2.0 * static_cast<double>(size) / (t.median_us * 1e3);
 }
 
-struct Device {
-  std::string name;
-  std::size_t l2_bytes = 0;
-  int sm_count = 0;  ///< multiprocessors: a case with fewer rows cannot fill the GPU
-  double d2d_gbps = 0;
-};
+using Device = numgate::bench::DeviceInfo;
 
 struct Options {
   std::string report;
+  std::string json;       ///< bench JSON path; "" = none
+  bool json_given = false;  ///< --json was on the command line (else: beside the report)
   int iters = 200;
   int warmup = 20;
 };
@@ -395,27 +362,26 @@ std::size_t numel(const std::vector<int64_t>& shape) {
 }
 
 void print_line(const BenchCase& bc, const std::string& pass, const Timing& t, double bytes, int64_t rows,
-                const Device& dev) {
-  const double gbps = bytes / (t.median_us * 1e3);
-  std::string suffix = bc.name;
-  if (bc.duplicates > 0) suffix += strf(" (+%d more with this dtype, shape and parameters)", bc.duplicates);
-  if (!bc.scaled_from.empty())
-    suffix += strf(" (benchmark shape; numerics verified on that case at [%s], same parameters)",
-                   shape_str(bc.scaled_from).c_str());
-  // Fewer rows than SMs leaves SMs idle under one block per row, so the time is launch and
-  // latency, not bandwidth; still timed, but flagged so nobody reads GB/s as bandwidth.
-  if (rows < dev.sm_count)
-    suffix += strf(" (latency-bound: %lld rows < %d SMs)", static_cast<long long>(rows), dev.sm_count);
-  std::string dir = pass;
-  for (auto& ch : dir) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  std::printf("bench %-17s %-8s %s [%s]  median %.2f us  min %.2f us  %.1f GB/s  "
-              "(%.1f%% of D2D copy %.1f GB/s)  case %s\n",
-              bc.op.c_str(), dir.c_str(), std::string(numgate::dtype_name(bc.spec.dtype)).c_str(), shape_str(bc.spec.shape).c_str(),
-              t.median_us, t.min_us, gbps, 100.0 * gbps / dev.d2d_gbps, dev.d2d_gbps, suffix.c_str());
+                const Device& dev, numgate::bench::Results& res) {
+  numgate::bench::Line l;
+  l.op = bc.op;
+  l.pass = pass;
+  l.case_name = bc.name;
+  l.dtype = bc.spec.dtype;
+  l.shape = bc.spec.shape;
+  l.duplicates = bc.duplicates;
+  l.scaled_from = bc.scaled_from;
+  l.rows = rows;
+  l.bytes = bytes;
+  l.median_us = t.median_us;
+  l.min_us = t.min_us;
+  std::fputs(numgate::bench::console_line(l, dev).c_str(), stdout);
   std::fflush(stdout);
+  res.lines.push_back(std::move(l));
 }
 
-void run_case(const BenchCase& bc, const Device& dev, const Options& opt, cudaStream_t stream) {
+void run_case(const BenchCase& bc, const Device& dev, const Options& opt, cudaStream_t stream,
+              numgate::bench::Results& res) {
   const numgate::TargetOp& target = numgate::find_target(bc.op);
   const int64_t rows = target.rows(bc.spec);
   int64_t big = 0;  // elements of the largest tensor: smaller ones (weights) are 1-D parameters
@@ -447,8 +413,8 @@ void run_case(const BenchCase& bc, const Device& dev, const Options& opt, cudaSt
   const std::size_t budget = free_b / 10 * 8;
   if (nsets * set_bytes > budget) nsets = budget / set_bytes;
   if (nsets == 0) {
-    std::printf("bench %s %s: skipped: one buffer set needs %.1f MiB, only %.1f MiB free\n", bc.op.c_str(),
-                bc.name.c_str(), set_bytes / 1048576.0, free_b / 1048576.0);
+    skip_line(res, strf("bench %s %s: skipped: one buffer set needs %.1f MiB, only %.1f MiB free", bc.op.c_str(),
+                        bc.name.c_str(), set_bytes / 1048576.0, free_b / 1048576.0));
     return;
   }
   if (nsets * min_footprint <= 2 * dev.l2_bytes) {
@@ -508,7 +474,7 @@ void run_case(const BenchCase& bc, const Device& dev, const Options& opt, cudaSt
         const Set& st = sets[static_cast<std::size_t>(i) % nsets];
         BENCH_LAUNCH(pass.launch(spec, st.ptrs, st.ws, pws, stream));
       });
-      print_line(bc, pass.name, tm, bytes, rows, dev);
+      print_line(bc, pass.name, tm, bytes, rows, dev, res);
     }
   } catch (...) {
     free_all();
@@ -517,9 +483,14 @@ void run_case(const BenchCase& bc, const Device& dev, const Options& opt, cudaSt
   free_all();
 }
 
-int run(const Options& opt) {
-  const nlohmann::json report = read_report(opt.report);
-  const std::vector<BenchCase> cases = select_cases(report, opt.report);
+int run(const Options& opt, numgate::bench::Results& res) {
+  numgate::Report report;
+  try {
+    report = numgate::read_report(opt.report);
+  } catch (const numgate::ReportError& e) {
+    throw UsageError(e.what());
+  }
+  const std::vector<BenchCase> cases = select_cases(report, opt.report, res);
 
   int ndev = 0;
   const cudaError_t derr = cudaGetDeviceCount(&ndev);
@@ -539,6 +510,8 @@ int run(const Options& opt) {
   dev.l2_bytes = static_cast<std::size_t>(prop.l2CacheSize);
   dev.sm_count = prop.multiProcessorCount;
   dev.d2d_gbps = measure_d2d_gbps(stream);
+  res.have_device = true;
+  res.device = dev;
   const double l2_mib = dev.l2_bytes / 1048576.0;
   std::printf("bench device: %s, L2 %s MiB, D2D copy %.1f GB/s (read+write)\n", dev.name.c_str(),
               (l2_mib == static_cast<double>(static_cast<int64_t>(l2_mib)) ? strf("%.0f", l2_mib)
@@ -547,18 +520,40 @@ int run(const Options& opt) {
               dev.d2d_gbps);
   std::fflush(stdout);
 
-  for (const BenchCase& bc : cases) run_case(bc, dev, opt, stream);
+  for (const BenchCase& bc : cases) run_case(bc, dev, opt, stream, res);
   BENCH_CUDA(cudaStreamDestroy(stream));
   return 0;
 }
 
 }  // namespace
 
+/// Writes the bench JSON (when wanted); a failure to write turns exit status 0 into 1.
+int finish(const Options& opt, numgate::bench::Results& res, int rc, const std::string& message) {
+  res.status = rc == 0 ? "ok" : rc == kExitUsage ? "nothing_to_do" : "error";
+  res.message = message;
+  std::string path = opt.json;
+  if (!opt.json_given) {
+    const std::filesystem::path dir = std::filesystem::path(opt.report).parent_path();
+    path = (dir.empty() ? std::filesystem::path("bench.json") : dir / "bench.json").string();
+  }
+  if (path.empty()) return rc;
+  try {
+    numgate::bench::write_json(res, path);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "numgate-bench: %s\n", e.what());
+    return rc == 0 ? kExitCuda : rc;
+  }
+  return rc;
+}
+
 int main(int argc, char** argv) {
   CLI::App app{"numgate-bench: times every op's target kernels (forward and backward) on the production "
                "cases that passed the numerics gate (reads the replay tests' JSON report)."};
   Options opt;
   app.add_option("--report", opt.report, "JSON report written by the GPU replay tests")->required();
+  auto* json_opt = app.add_option("--json", opt.json,
+                                  "write the results as JSON to this file (default: bench.json beside the report; "
+                                  "\"\" for none)");
   app.add_option("--iters", opt.iters, "timed launches per case and direction")
       ->check(CLI::Range(1, 1000000))
       ->capture_default_str();
@@ -571,14 +566,19 @@ int main(int argc, char** argv) {
     const int rc = app.exit(e);
     return rc == 0 ? 0 : kExitUsage;
   }
+  opt.json_given = json_opt->count() > 0;
 
+  numgate::bench::Results res;
+  res.report = opt.report;
+  res.iters = opt.iters;
+  res.warmup = opt.warmup;
   try {
-    return run(opt);
+    return finish(opt, res, run(opt, res), "");
   } catch (const UsageError& e) {
     std::fprintf(stderr, "numgate-bench: %s\n", e.what());
-    return kExitUsage;
+    return finish(opt, res, kExitUsage, e.what());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "numgate-bench: error: %s\n", e.what());
-    return kExitCuda;
+    return finish(opt, res, kExitCuda, e.what());
   }
 }

@@ -1,0 +1,591 @@
+// The report as a library: report.json written and read back exactly, refusals that name
+// the file and field, merging per-op reports, and the benchmark's console lines and JSON.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bench_json.h"
+#include "numgate/report.h"
+
+namespace numgate {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+/// A fresh, empty folder under the test temp dir.
+std::string fresh_dir(const std::string& name) {
+  const fs::path p = fs::path(::testing::TempDir()) / ("numgate_report_" + name);
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p.string();
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void spit(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+}
+
+GateResult tensor(const std::string& name, Verdict v) {
+  GateResult t;
+  t.tensor = name;
+  t.shape = {3, 257};
+  t.params.ulp_limit = -1;
+  t.target_ran = v != Verdict::not_run;
+  t.golden_scale = 4.122533214092255;
+  t.reference_error = 0.0071238232895731926;
+  t.target_error = 0.08815425783395767;
+  t.rounding_floor = 0.0071238232895731926;
+  t.absolute_floor = 0.0071238232895731926;
+  t.threshold = 0.021371469868719578;
+  t.reference_relative_error = 0.0017280208393931389;
+  t.condition = 1.0;
+  t.gate_valid = true;
+  t.worst_index = 123;
+  t.worst_golden = -3.3962207431346178;
+  t.worst_reference = -3.390625;
+  t.worst_target = -3.484375;
+  t.verdict = v;
+  return t;
+}
+
+CaseReport case_report(const std::string& op, const std::string& file, const std::string& name, DType dt,
+                       std::vector<GateResult> tensors) {
+  CaseReport c;
+  c.op = op;
+  c.file = file;
+  c.spec.name = name;
+  c.spec.dtype = dt;
+  c.spec.shape = {3, 257};
+  c.spec.seed = 3;
+  c.spec.pattern = "normal";
+  c.spec.description = "odd hidden size";
+  c.tensors = std::move(tensors);
+  return c;
+}
+
+/// Every verdict, every kind of double (NaN of both signs, infinities, -0, subnormal,
+/// extremes), ULP counts, structure messages, op parameters in declaration order, notes
+/// and strings that need escaping.
+Report full_report() {
+  Report r;
+  r.device = "NVIDIA H200 (sm_90)";
+  r.not_run = {"ReplayMutants: filtered out"};
+  r.not_covered = {"FP64 gradcheck", "strided inputs"};
+
+  CaseReport a = case_report("rmsnorm", "golden_data/rmsnorm.h5", "bf16_3x257_seed3", DType::bf16,
+                             {tensor("y", Verdict::pass), tensor("dx", Verdict::pass_with_limitations),
+                              tensor("dw", Verdict::fail)});
+  a.spec.params = {{"eps", 1e-6}, {"alpha", -0.0}, {"beta", 5e-324}};  // not alphabetical on purpose
+  a.spec.gate.fudge_factor = 2.0;
+  a.spec.gate.project_atol = 1e-300;
+  a.spec.gate.tensor_ulp_limits = {{"residual_out", 0}};
+  a.notes = {"bitwise reproducible across 2 launches", "quote \" backslash \\ newline \n tab \t end",
+             "UTF-8: \xc3\xa9 \xe2\x80\x94"};
+  a.tensors[2].target_structure = {false, "NaN expected at [1, 2] (flat 259), target 1.5"};
+  a.tensors[2].reference_structure = {false, "+Inf expected at [0, 0]"};
+  a.tensors[2].target_error = kInf;
+  a.tensors[2].threshold = -kInf;
+  a.tensors[1].condition = kNaN;
+  a.tensors[1].reference_relative_error = -kNaN;
+  a.tensors[1].reference_in_envelope = true;
+  a.tensors[1].target_in_envelope = false;
+  a.tensors[0].worst_golden = DBL_MAX;
+  a.tensors[0].worst_reference = -DBL_MIN;
+  a.tensors[0].worst_target = DBL_TRUE_MIN;
+  a.tensors[0].golden_scale = -0.0;
+
+  CaseReport b = case_report("swiglu", "build/golden_data/swiglu_production.h5", "fp16_4x512x12288_seed5",
+                             DType::fp16, {tensor("y", Verdict::inconclusive), tensor("da", Verdict::not_run)});
+  b.spec.production = true;
+  b.spec.seed = 18446744073709551615ull;  // the largest seed
+  b.spec.gate.ulp_limit = 1;
+  b.spec.shape = {4, 512, 12288};
+  for (auto& t : b.tensors) {
+    t.params.ulp_limit = 1;
+    t.ulp_counts = {25165000, 824, 0, 0};
+    t.max_ulp = 1;
+    t.max_ulp_index = 7;
+    t.shape = {4, 512, 12288};
+  }
+  b.tensors[1].ulp_counts = {0, 0, 0, 0};
+  b.tensors[1].max_ulp = -1;
+  b.tensors[1].max_ulp_index = -1;
+  b.tensors[1].worst_index = -1;
+
+  CaseReport none = case_report("softmax", "golden_data/softmax.h5", "fp32_2x3_seed1", DType::fp32, {});
+  none.notes = {"replay threw: illegal address"};
+
+  r.cases = {a, b, none};
+  return r;
+}
+
+Report round_trip(const Report& r, const std::string& dir_name) {
+  const std::string dir = fresh_dir(dir_name);
+  write_report(r, dir);
+  return read_report(dir + "/report.json");
+}
+
+// ---- round trip ------------------------------------------------------------------------
+
+TEST(Report, RoundTripGivesAnEqualReport) {
+  const Report r = full_report();
+  const std::string dir = fresh_dir("round_trip");
+  write_report(r, dir);
+  const Report back = read_report(dir + "/report.json");
+  EXPECT_EQ(report_difference(r, back), "");
+  EXPECT_EQ(to_markdown(back), to_markdown(r));
+  EXPECT_EQ(slurp(dir + "/report.md"), to_markdown(r));
+  EXPECT_EQ(back.overall(), Verdict::fail);
+  // Written again, the read-back report gives the same bytes.
+  const std::string again = fresh_dir("round_trip_again");
+  write_report(back, again);
+  EXPECT_EQ(slurp(again + "/report.json"), slurp(dir + "/report.json"));
+  // The schema version is the first key and an integer.
+  const std::string text = slurp(dir + "/report.json");
+  EXPECT_EQ(text.rfind("{\n  \"schema_version\": 1,", 0), 0u) << text.substr(0, 80);
+}
+
+TEST(Report, NonFiniteDoublesAreStoredAsStrings) {
+  const std::string dir = fresh_dir("nonfinite");
+  write_report(full_report(), dir);
+  const json j = json::parse(slurp(dir + "/report.json"));
+  const json& t = j.at("cases").at(0).at("tensors");
+  EXPECT_EQ(t.at(2).at("target_error"), "inf");
+  EXPECT_EQ(t.at(2).at("threshold"), "-inf");
+  EXPECT_EQ(t.at(1).at("condition"), "nan");
+  EXPECT_EQ(t.at(1).at("reference_relative_error"), "-nan");
+  const Report back = read_report(dir + "/report.json");
+  EXPECT_TRUE(std::isnan(back.cases[0].tensors[1].condition));
+  EXPECT_FALSE(std::signbit(back.cases[0].tensors[1].condition));
+  EXPECT_TRUE(std::signbit(back.cases[0].tensors[1].reference_relative_error));
+  EXPECT_TRUE(std::signbit(back.cases[0].tensors[0].golden_scale));  // -0.0 kept
+}
+
+TEST(Report, EveryVerdictRoundTripsByName) {
+  const std::string dir = fresh_dir("verdicts");
+  write_report(full_report(), dir);
+  const json j = json::parse(slurp(dir + "/report.json"));
+  std::vector<std::string> names;
+  for (const auto& c : j.at("cases"))
+    for (const auto& t : c.at("tensors")) names.push_back(t.at("verdict").get<std::string>());
+  EXPECT_EQ(names, (std::vector<std::string>{"PASS", "PASS WITH LIMITATIONS", "FAIL", "INCONCLUSIVE", "NOT RUN"}));
+  EXPECT_EQ(j.at("cases").at(0).at("verdict"), "FAIL");
+  EXPECT_EQ(j.at("overall_verdict"), "FAIL");
+  const Report back = read_report(dir + "/report.json");
+  EXPECT_EQ(back.cases[1].tensors[0].verdict, Verdict::inconclusive);
+  EXPECT_EQ(back.cases[1].tensors[1].verdict, Verdict::not_run);
+  EXPECT_EQ(back.cases[0].tensors[1].verdict, Verdict::pass_with_limitations);
+}
+
+TEST(Report, RandomDoublesRoundTripBitForBit) {
+  // 20,000 random bit patterns (every exponent, subnormals included) through every
+  // double field kind: shortest-form JSON numbers must parse back to the same bits.
+  std::mt19937_64 rng(12345);
+  Report r;
+  r.device = "d";
+  CaseReport c = case_report("op", "f.h5", "c", DType::fp32, {});
+  for (int i = 0; i < 2000; ++i) {
+    GateResult t = tensor("t" + std::to_string(i), Verdict::pass);
+    double* fields[] = {&t.golden_scale, &t.reference_error, &t.target_error, &t.rounding_floor,
+                        &t.absolute_floor, &t.threshold, &t.reference_relative_error, &t.condition,
+                        &t.worst_golden, &t.worst_target};
+    for (double* f : fields) {
+      const std::uint64_t bits = rng();
+      std::memcpy(f, &bits, sizeof bits);
+      if (!std::isfinite(*f)) *f = std::ldexp(static_cast<double>(bits >> 11), -1074);  // a subnormal or small
+    }
+    c.tensors.push_back(t);
+  }
+  r.cases = {c};
+  const Report back = round_trip(r, "random_doubles");
+  EXPECT_EQ(report_difference(r, back), "");
+}
+
+TEST(Report, DifferenceSeesOneBitAndTheSignOfNaN) {
+  // report_difference is what the round-trip tests rely on: it must see a one-ulp change,
+  // -0 vs +0, and the sign of a NaN, and name the field.
+  const Report r = full_report();
+  Report s = r;
+  s.cases[0].tensors[1].threshold = std::nextafter(s.cases[0].tensors[1].threshold, 1.0);
+  EXPECT_NE(report_difference(r, s).find("cases[0].tensors[1].threshold"), std::string::npos);
+  s = r;
+  s.cases[0].tensors[0].golden_scale = 0.0;
+  EXPECT_NE(report_difference(r, s).find("golden_scale"), std::string::npos);
+  s = r;
+  s.cases[0].tensors[1].condition = -kNaN;
+  EXPECT_NE(report_difference(r, s).find("condition"), std::string::npos);
+  s = r;
+  std::swap(s.cases[0].spec.params[0], s.cases[0].spec.params[1]);
+  EXPECT_NE(report_difference(r, s).find("spec.params[0].name"), std::string::npos);
+  s = r;
+  s.cases[1].tensors[0].ulp_counts[1] += 1;
+  EXPECT_NE(report_difference(r, s).find("ulp_counts"), std::string::npos);
+}
+
+// ---- refusals --------------------------------------------------------------------------
+
+/// Writes the full report, applies `damage` to its JSON, and returns the ReportError that
+/// read_report raises (fails the test when it raises none).
+ReportError refusal(const std::string& name, const std::function<void(json&)>& damage) {
+  const std::string dir = fresh_dir("damaged_" + name);
+  write_report(full_report(), dir);
+  json j = json::parse(slurp(dir + "/report.json"));
+  damage(j);
+  spit(dir + "/report.json", j.dump(1));
+  try {
+    read_report(dir + "/report.json");
+  } catch (const ReportError& e) {
+    EXPECT_EQ(e.file(), dir + "/report.json");
+    EXPECT_NE(std::string(e.what()).find(dir + "/report.json"), std::string::npos) << e.what();
+    return e;
+  }
+  ADD_FAILURE() << name << ": damaged report was accepted";
+  return ReportError("", "", "");
+}
+
+void expect_refused(const std::string& name, const std::string& pointer, const std::string& says,
+                    const std::function<void(json&)>& damage) {
+  const ReportError e = refusal(name, damage);
+  EXPECT_EQ(e.field(), pointer) << name << ": " << e.what();
+  EXPECT_NE(std::string(e.what()).find(pointer), std::string::npos) << e.what();
+  EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << name << ": " << e.what();
+  EXPECT_NE(std::string(e.what()).find("re-running the replay"), std::string::npos) << e.what();  // the fix
+}
+
+TEST(Report, RefusesAMissingFileNamingIt) {
+  const std::string path = fresh_dir("missing") + "/report.json";
+  try {
+    read_report(path);
+    FAIL() << "missing file accepted";
+  } catch (const ReportError& e) {
+    EXPECT_EQ(e.file(), path);
+    EXPECT_NE(std::string(e.what()).find("no such file"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("Run the replay first"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Report, RefusesADirectory) {
+  const std::string dir = fresh_dir("is_dir");
+  EXPECT_THROW(read_report(dir), ReportError);
+}
+
+TEST(Report, RefusesInvalidJson) {
+  const std::string dir = fresh_dir("bad_json");
+  write_report(full_report(), dir);
+  const std::string text = slurp(dir + "/report.json");
+  spit(dir + "/report.json", text.substr(0, text.size() / 2));  // truncated
+  try {
+    read_report(dir + "/report.json");
+    FAIL() << "truncated JSON accepted";
+  } catch (const ReportError& e) {
+    EXPECT_EQ(e.field(), "");
+    EXPECT_NE(std::string(e.what()).find("not valid JSON"), std::string::npos) << e.what();
+  }
+  spit(dir + "/report.json", "");
+  EXPECT_THROW(read_report(dir + "/report.json"), ReportError);
+}
+
+TEST(Report, RefusesASchemaVersionItDoesNotRead) {
+  expect_refused("schema2", "/schema_version", "version 2 is not read", [](json& j) { j["schema_version"] = 2; });
+  expect_refused("schema0", "/schema_version", "version 0 is not read", [](json& j) { j["schema_version"] = 0; });
+  expect_refused("schema_str", "/schema_version", "expected an integer", [](json& j) { j["schema_version"] = "1"; });
+  expect_refused("schema_missing", "/schema_version", "missing", [](json& j) { j.erase("schema_version"); });
+  expect_refused("not_object", "", "expected an object", [](json& j) { j = json::array({1, 2}); });
+}
+
+TEST(Report, RefusesAFieldOfTheWrongTypeNamingIt) {
+  expect_refused("threshold_str", "/cases/0/tensors/1/threshold", "expected a number",
+                 [](json& j) { j["cases"][0]["tensors"][1]["threshold"] = "abc"; });
+  expect_refused("threshold_bool", "/cases/0/tensors/1/threshold", "found boolean",
+                 [](json& j) { j["cases"][0]["tensors"][1]["threshold"] = true; });
+  expect_refused("seed_negative", "/cases/1/seed", "expected a non-negative integer",
+                 [](json& j) { j["cases"][1]["seed"] = -1; });
+  expect_refused("max_ulp_float", "/cases/1/tensors/0/max_ulp", "expected an integer",
+                 [](json& j) { j["cases"][1]["tensors"][0]["max_ulp"] = 1.5; });
+  expect_refused("device_number", "/device", "expected a string", [](json& j) { j["device"] = 7; });
+  expect_refused("cases_object", "/cases", "expected an array", [](json& j) { j["cases"] = json::object(); });
+  expect_refused("note_number", "/cases/0/notes/1", "expected a string", [](json& j) { j["cases"][0]["notes"][1] = 3; });
+  expect_refused("gate_valid_str", "/cases/0/tensors/0/gate_valid", "true or false",
+                 [](json& j) { j["cases"][0]["tensors"][0]["gate_valid"] = "yes"; });
+  expect_refused("ulp_limit_in_map", "/cases/0/gate_params/tensor_ulp_limits/residual_out", "expected an integer",
+                 [](json& j) { j["cases"][0]["gate_params"]["tensor_ulp_limits"]["residual_out"] = "0"; });
+  expect_refused("param_value", "/cases/0/params/2/value", "expected a number",
+                 [](json& j) { j["cases"][0]["params"][2]["value"] = nullptr; });
+  expect_refused("ulp_limit_range", "/cases/0/gate_params/ulp_limit", "out of range",
+                 [](json& j) { j["cases"][0]["gate_params"]["ulp_limit"] = 4294967296ll; });
+}
+
+TEST(Report, RefusesAMissingField) {
+  expect_refused("no_gate_valid", "/cases/0/tensors/2/gate_valid", "missing",
+                 [](json& j) { j["cases"][0]["tensors"][2].erase("gate_valid"); });
+  expect_refused("no_file", "/cases/1/file", "missing", [](json& j) { j["cases"][1].erase("file"); });
+  expect_refused("no_target_structure_message", "/cases/0/tensors/0/target_structure/message", "missing",
+                 [](json& j) { j["cases"][0]["tensors"][0]["target_structure"].erase("message"); });
+  expect_refused("no_not_run", "/not_run", "missing", [](json& j) { j.erase("not_run"); });
+}
+
+TEST(Report, RefusesUnknownNamesAndEditedVerdicts) {
+  expect_refused("verdict_name", "/cases/0/tensors/0/verdict", "unknown verdict \"OK\"",
+                 [](json& j) { j["cases"][0]["tensors"][0]["verdict"] = "OK"; });
+  expect_refused("dtype_name", "/cases/0/dtype", "unknown dtype 'bfloat16'",
+                 [](json& j) { j["cases"][0]["dtype"] = "bfloat16"; });
+  expect_refused("ulp_counts_3", "/cases/1/tensors/0/ulp_counts", "expected 4 counts",
+                 [](json& j) { j["cases"][1]["tensors"][0]["ulp_counts"].erase(3); });
+  // A case verdict edited to PASS while a tensor says FAIL: the benchmark must not time it.
+  expect_refused("case_verdict", "/cases/0/verdict", "its tensors' verdicts give \"FAIL\"",
+                 [](json& j) { j["cases"][0]["verdict"] = "PASS"; });
+  expect_refused("overall_verdict", "/overall_verdict", "the cases give \"FAIL\"",
+                 [](json& j) { j["overall_verdict"] = "PASS"; });
+}
+
+// ---- writing ---------------------------------------------------------------------------
+
+TEST(Report, AtomicWriteFailureKeepsWhatWasThereAndLeavesNoTemporary) {
+  const std::string dir = fresh_dir("atomic");
+  // Target path is a non-empty directory: the rename fails after the temporary was written.
+  fs::create_directories(dir + "/report.json/keep");
+  try {
+    write_file_atomically(dir + "/report.json", "{}");
+    FAIL() << "rename over a directory succeeded";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find(dir + "/report.json"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(fs::is_directory(dir + "/report.json/keep"));
+  for (const auto& entry : fs::directory_iterator(dir))
+    EXPECT_EQ(entry.path().filename(), "report.json") << "left behind: " << entry.path();
+  // A missing folder is named too.
+  EXPECT_THROW(write_file_atomically(dir + "/no/such/folder/x.json", "{}"), std::runtime_error);
+  // And a successful write replaces the file whole.
+  write_file_atomically(dir + "/ok.json", "first");
+  write_file_atomically(dir + "/ok.json", "second");
+  EXPECT_EQ(slurp(dir + "/ok.json"), "second");
+}
+
+// ---- merge -----------------------------------------------------------------------------
+
+std::vector<Report> per_op_reports() {
+  const Report full = full_report();
+  Report a, b, c;
+  a.device = b.device = c.device = full.device;
+  a.cases = {full.cases[0]};
+  a.not_run = {"ReplayMutants: filtered out", "rmsnorm: production fixtures missing"};
+  a.not_covered = full.not_covered;
+  b.cases = {full.cases[1]};
+  b.not_run = {"ReplayMutants: filtered out"};
+  b.not_covered = full.not_covered;
+  c.cases = {full.cases[2], full.cases[0]};
+  c.cases[1].file = "build/golden_data/rmsnorm_production.h5";
+  c.cases[1].spec.name = "bf16_4x512x4096_seed101";
+  c.not_covered = {"FP64 gradcheck", "strided inputs", "training-run gate"};
+  return {a, b, c};
+}
+
+TEST(Report, MergeIsIndependentOfTheOrderOfItsInputs) {
+  std::vector<Report> in = per_op_reports();
+  const Report first = merge_reports(in);
+  ASSERT_EQ(first.cases.size(), 4u);
+  // op, then file, then case name
+  EXPECT_EQ(first.cases[0].file, "build/golden_data/rmsnorm_production.h5");
+  EXPECT_EQ(first.cases[1].file, "golden_data/rmsnorm.h5");
+  EXPECT_EQ(first.cases[2].op, "softmax");
+  EXPECT_EQ(first.cases[3].op, "swiglu");
+  EXPECT_EQ(first.not_run,
+            (std::vector<std::string>{"ReplayMutants: filtered out", "rmsnorm: production fixtures missing"}));
+  EXPECT_EQ(first.not_covered, (std::vector<std::string>{"FP64 gradcheck", "strided inputs", "training-run gate"}));
+  EXPECT_EQ(first.overall(), Verdict::fail);
+  std::vector<int> order = {0, 1, 2};
+  int permutations = 0;
+  do {
+    std::vector<Report> p;
+    for (int i : order) p.push_back(in[static_cast<std::size_t>(i)]);
+    const Report m = merge_reports(p);
+    EXPECT_EQ(report_difference(first, m), "") << "order " << order[0] << order[1] << order[2];
+    EXPECT_EQ(to_markdown(m), to_markdown(first));
+    ++permutations;
+  } while (std::next_permutation(order.begin(), order.end()));
+  EXPECT_EQ(permutations, 6);
+  // Written and read back, the merged report is the same.
+  EXPECT_EQ(report_difference(first, round_trip(first, "merged")), "");
+}
+
+TEST(Report, MergeRefusesACaseReportedTwice) {
+  std::vector<Report> in = per_op_reports();
+  in[1].cases.push_back(in[0].cases[0]);  // rmsnorm/bf16_3x257_seed3 again
+  try {
+    merge_reports(in, {"rmsnorm.json", "swiglu.json", "softmax.json"});
+    FAIL() << "duplicate case merged";
+  } catch (const ReportError& e) {
+    const std::string w = e.what();
+    EXPECT_NE(w.find("rmsnorm/bf16_3x257_seed3 is reported twice"), std::string::npos) << w;
+    EXPECT_NE(w.find("rmsnorm.json"), std::string::npos) << w;
+    EXPECT_NE(w.find("swiglu.json"), std::string::npos) << w;
+    EXPECT_EQ(e.file(), "swiglu.json");
+    EXPECT_EQ(e.field(), "/cases/1");
+  }
+  // Twice within one input, too.
+  Report one = per_op_reports()[0];
+  one.cases.push_back(one.cases[0]);
+  EXPECT_THROW(merge_reports({one}), ReportError);
+}
+
+TEST(Report, MergeRefusesDifferentDevices) {
+  std::vector<Report> in = per_op_reports();
+  in[2].device = "no CUDA device";
+  try {
+    merge_reports(in, {"a.json", "b.json", "c.json"});
+    FAIL() << "reports of two devices merged";
+  } catch (const ReportError& e) {
+    const std::string w = e.what();
+    EXPECT_NE(w.find("NVIDIA H200 (sm_90)"), std::string::npos) << w;
+    EXPECT_NE(w.find("no CUDA device"), std::string::npos) << w;
+    EXPECT_NE(w.find("a.json"), std::string::npos) << w;
+    EXPECT_NE(w.find("c.json"), std::string::npos) << w;
+    EXPECT_EQ(e.field(), "/device");
+  }
+  EXPECT_THROW(merge_reports({}), ReportError);
+}
+
+TEST(Report, MergeCommandWritesTheSameReportWhateverTheArgumentOrder) {
+  const std::string dir = fresh_dir("cli");
+  const std::vector<Report> in = per_op_reports();
+  std::vector<std::string> paths;
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    const std::string d = dir + "/in" + std::to_string(i);
+    write_report(in[i], d);
+    paths.push_back(d + "/report.json");
+  }
+  const std::string exe = NUMGATE_REPORT_EXE;
+  auto run = [&](const std::string& args) { return std::system((exe + " " + args + " > /dev/null 2>&1").c_str()); };
+  ASSERT_EQ(run("--merge " + paths[0] + " " + paths[1] + " " + paths[2] + " --out-dir " + dir + "/m1"), 0);
+  ASSERT_EQ(run("--merge " + paths[2] + " " + paths[0] + " " + paths[1] + " --out-dir " + dir + "/m2"), 0);
+  EXPECT_EQ(slurp(dir + "/m1/report.md"), slurp(dir + "/m2/report.md"));
+  EXPECT_EQ(slurp(dir + "/m1/report.json"), slurp(dir + "/m2/report.json"));
+  EXPECT_EQ(report_difference(read_report(dir + "/m1/report.json"), merge_reports(in)), "");
+  // Refusals: exit status 1 and nothing written.
+  EXPECT_NE(run("--merge " + paths[0] + " " + paths[0] + " --out-dir " + dir + "/m3"), 0);
+  EXPECT_FALSE(fs::exists(dir + "/m3"));
+  EXPECT_NE(run("--merge " + dir + "/none.json --out-dir " + dir + "/m4"), 0);
+  EXPECT_NE(run("--merge " + paths[0] + " --out-dir ''"), 0);
+  EXPECT_FALSE(fs::exists(dir + "/m4"));
+}
+
+// ---- the benchmark's console lines and JSON --------------------------------------------
+
+bench::Line bench_line() {
+  bench::Line l;
+  l.op = "softmax";
+  l.pass = "Forward";
+  l.case_name = "bf16_1x8x4096x4096_causal_seed40";
+  l.dtype = DType::bf16;
+  l.shape = {4, 8, 4096, 4096};
+  l.scaled_from = {1, 8, 4096, 4096};
+  l.duplicates = 2;
+  l.rows = 131072;
+  l.bytes = 2.0 * 2 * 4 * 8 * 4096.0 * 4096;
+  l.median_us = 250.5;
+  l.min_us = 248.25;
+  return l;
+}
+
+TEST(Bench, ConsoleLineIsTheDocumentedFormat) {
+  bench::DeviceInfo d{"NVIDIA H200", 60 * 1024 * 1024, 132, 4000.0};
+  const bench::Line l = bench_line();
+  EXPECT_EQ(bench::console_line(l, d),
+            "bench softmax           forward  bf16 [4x8x4096x4096]  median 250.50 us  min 248.25 us  8572.8 GB/s  "
+            "(214.3% of D2D copy 4000.0 GB/s)  case bf16_1x8x4096x4096_causal_seed40 (+2 more with this dtype, shape "
+            "and parameters) (benchmark shape; numerics verified on that case at [1x8x4096x4096], same parameters)\n");
+  bench::Line small = l;
+  small.op = "cross_entropy";
+  small.pass = "Backward";
+  small.scaled_from.clear();
+  small.duplicates = 0;
+  small.rows = 100;
+  small.case_name = "c";
+  EXPECT_EQ(bench::console_line(small, d),
+            "bench cross_entropy     backward bf16 [4x8x4096x4096]  median 250.50 us  min 248.25 us  8572.8 GB/s  "
+            "(214.3% of D2D copy 4000.0 GB/s)  case c (latency-bound: 100 rows < 132 SMs)\n");
+}
+
+TEST(Bench, JsonHasEveryResultField) {
+  bench::Results r;
+  r.report = "build/report.json";
+  r.iters = 200;
+  r.warmup = 20;
+  r.have_device = true;
+  r.device = {"NVIDIA H200", 62914560, 132, 4000.0};
+  bench::Line small = bench_line();
+  small.rows = 64;
+  small.scaled_from.clear();
+  r.lines = {bench_line(), small};
+  r.skipped = {"bench rmsnorm x: skipped: numerics not PASS (verdict FAIL)"};
+  const std::string path = fresh_dir("bench") + "/bench.json";
+  bench::write_json(r, path);
+  const json j = json::parse(slurp(path));
+  EXPECT_EQ(j.at("schema_version"), bench::kBenchSchemaVersion);
+  EXPECT_EQ(j.at("status"), "ok");
+  EXPECT_EQ(j.at("report"), "build/report.json");
+  EXPECT_EQ(j.at("device").at("name"), "NVIDIA H200");
+  EXPECT_EQ(j.at("device").at("sm_count"), 132);
+  EXPECT_EQ(j.at("device").at("l2_bytes"), 62914560);
+  EXPECT_EQ(j.at("device").at("d2d_copy_gbps"), 4000.0);
+  ASSERT_EQ(j.at("results").size(), 2u);
+  const json& e = j.at("results").at(0);
+  EXPECT_EQ(e.at("op"), "softmax");
+  EXPECT_EQ(e.at("pass"), "forward");
+  EXPECT_EQ(e.at("dtype"), "bf16");
+  EXPECT_EQ(e.at("shape"), json({4, 8, 4096, 4096}));
+  EXPECT_EQ(e.at("case"), "bf16_1x8x4096x4096_causal_seed40");
+  EXPECT_EQ(e.at("duplicates"), 2);
+  EXPECT_EQ(e.at("median_us"), 250.5);
+  EXPECT_EQ(e.at("min_us"), 248.25);
+  const double gbps = bench_line().bytes / (250.5 * 1e3);
+  EXPECT_EQ(e.at("gbps").get<double>(), gbps);
+  EXPECT_EQ(e.at("fraction_of_d2d").get<double>(), gbps / 4000.0);
+  EXPECT_EQ(e.at("latency_bound"), false);
+  EXPECT_EQ(e.at("scaled_from"), json({1, 8, 4096, 4096}));
+  EXPECT_EQ(j.at("results").at(1).at("latency_bound"), true);
+  EXPECT_EQ(j.at("results").at(1).at("rows"), 64);
+  EXPECT_TRUE(j.at("results").at(1).at("scaled_from").is_null());
+  EXPECT_EQ(j.at("skipped"), json(r.skipped));
+
+  // A run that ended early says so; a device never opened is null; non-finite numbers
+  // (no D2D measurement) use the report's string encoding.
+  bench::Results early;
+  early.status = "nothing_to_do";
+  early.message = "no CUDA device available";
+  early.lines = {bench_line()};
+  bench::write_json(early, path);
+  const json k = json::parse(slurp(path));
+  EXPECT_EQ(k.at("status"), "nothing_to_do");
+  EXPECT_EQ(k.at("message"), "no CUDA device available");
+  EXPECT_TRUE(k.at("device").is_null());
+  EXPECT_EQ(k.at("results").at(0).at("fraction_of_d2d"), "inf");
+}
+
+}  // namespace
+}  // namespace numgate
