@@ -104,20 +104,26 @@ void redigest(const fs::path& p, const std::string& dataset) {
   std::vector<unsigned char> b(H5Tget_size(t) * static_cast<std::size_t>(H5Sget_simple_extent_npoints(s)));
   ASSERT_GE(H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, b.data()), 0);
   const auto crc = static_cast<std::uint32_t>(::crc32_z(0, b.data(), b.size()));
-  const hid_t a = H5Aopen(d, "crc32", H5P_DEFAULT);
+  H5Adelete(d, "crc32");
+  const hid_t as = H5Screate(H5S_SCALAR), a = H5Acreate2(d, "crc32", H5T_STD_U32LE, as, H5P_DEFAULT, H5P_DEFAULT);
   ASSERT_GE(H5Awrite(a, H5T_NATIVE_UINT32, &crc), 0);
   H5Aclose(a);
+  H5Sclose(as);
   H5Tclose(t);
   H5Sclose(s);
   H5Dclose(d);
   H5Fclose(f);
 }
+// Replaces a scalar attribute (delete + create: an in-place H5Awrite can land in an
+// attribute message HDF5 shares between objects with identical attributes).
 template <class T>
-void set_attr(const fs::path& p, const std::string& object, const char* name, hid_t memtype, T value) {
-  const hid_t f = open_rw(p), o = H5Oopen(f, object.c_str(), H5P_DEFAULT), a = H5Aopen(o, name, H5P_DEFAULT);
-  ASSERT_GE(a, 0) << object << "@" << name;
+void set_attr(const fs::path& p, const std::string& object, const char* name, hid_t filetype, hid_t memtype, T value) {
+  const hid_t f = open_rw(p), o = H5Oopen(f, object.c_str(), H5P_DEFAULT);
+  ASSERT_GE(H5Adelete(o, name), 0) << object << "@" << name;
+  const hid_t s = H5Screate(H5S_SCALAR), a = H5Acreate2(o, name, filetype, s, H5P_DEFAULT, H5P_DEFAULT);
   ASSERT_GE(H5Awrite(a, memtype, &value), 0);
   H5Aclose(a);
+  H5Sclose(s);
   H5Oclose(o);
   H5Fclose(f);
 }
@@ -254,7 +260,7 @@ TEST(DamagedFixtures, EditedGoldenElementAndEnvelopeLength) {
   EXPECT_TRUE(check_refuses(p.parent_path(), {"STALE rmsnorm/" + kCase}));
   // Widening the conditioning envelope through its attribute is caught the same way.
   const fs::path q = fresh_copy("envelope");
-  set_attr<std::int64_t>(q, "/cases/" + kCase + "/golden/y", "envelope_length", H5T_NATIVE_INT64, 1 << 30);
+  set_attr<std::int64_t>(q, "/cases/" + kCase + "/golden/y", "envelope_length", H5T_STD_I64LE, H5T_NATIVE_INT64, 1 << 30);
   EXPECT_TRUE(refused(q, {kCase + "/golden", "'y'", "digest"}));
 }
 
@@ -262,7 +268,7 @@ TEST(DamagedFixtures, EditedGateAttribute) {
   // Attributes are not digested: they are compared with the declaration in the code, by
   // every consumer (compare_declarations).
   const fs::path p = fresh_copy("gate");
-  set_attr<double>(p, "/cases/" + kCase, "fudge_factor", H5T_NATIVE_DOUBLE, 1000.0);
+  set_attr<double>(p, "/cases/" + kCase, "fudge_factor", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 1000.0);
   const CaseData stored = read_case(p.string(), kCase);
   const Op& op = find_op("rmsnorm");
   CaseSpec declared;
