@@ -74,14 +74,31 @@ std::string slurp(const fs::path& p) {
   return s.str();
 }
 
-// Overwrites the file-level int64 attribute `name` of an HDF5 file.
-void patch_i64_attribute(const fs::path& p, const char* name, std::int64_t value) {
+// Replaces the int64 attribute `name` of the object `object` ("/" or "cases/<case>") by
+// one holding `value`. Deleted and created again rather than written in place: identical
+// attributes of a fixture may share one stored message, and an in-place write through one
+// object was seen to change another's.
+void patch_i64_attribute(const fs::path& p, const char* name, std::int64_t value, const std::string& object = "/") {
   const hid_t f = H5Fopen(p.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
   ASSERT_GE(f, 0) << p;
-  const hid_t a = H5Aopen(f, name, H5P_DEFAULT);
-  ASSERT_GE(a, 0) << name;
-  EXPECT_GE(H5Awrite(a, H5T_NATIVE_INT64, &value), 0);
-  H5Aclose(a);
+  EXPECT_GE(H5Adelete_by_name(f, object.c_str(), name, H5P_DEFAULT), 0) << object << " " << name;
+  const hid_t space = H5Screate(H5S_SCALAR);
+  const hid_t a = H5Acreate_by_name(f, object.c_str(), name, H5T_STD_I64LE, space, H5P_DEFAULT, H5P_DEFAULT,
+                                    H5P_DEFAULT);
+  EXPECT_GE(a, 0) << object << " " << name;
+  if (a >= 0) {
+    EXPECT_GE(H5Awrite(a, H5T_NATIVE_INT64, &value), 0);
+    H5Aclose(a);
+  }
+  H5Sclose(space);
+  H5Fclose(f);
+}
+
+// Deletes the link `link` (e.g. "cases/<case>/reference") of an HDF5 file.
+void delete_link(const fs::path& p, const std::string& link) {
+  const hid_t f = H5Fopen(p.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  ASSERT_GE(f, 0) << p;
+  EXPECT_GE(H5Ldelete(f, link.c_str(), H5P_DEFAULT), 0) << link;
   H5Fclose(f);
 }
 
@@ -347,7 +364,7 @@ struct ReplayRun {
 
 ReplayRun run_replay(const std::string& args, const fs::path& log) {
   // `timeout` turns a hang into exit status 124 (and a signal into 128 + signal).
-  const std::string cmd = "timeout 300 " + std::string(NUMGATE_REPLAY_EXE) + " " + args + " > " + log.string() +
+  const std::string cmd = "timeout 120 " + std::string(NUMGATE_REPLAY_EXE) + " " + args + " > " + log.string() +
                           " 2>&1";
   const int status = std::system(cmd.c_str());
   ReplayRun r;
@@ -392,6 +409,36 @@ TEST(ReplayEndToEnd, DamagedFixturesGiveExitOneWithReportAndJUnit) {
   EXPECT_NE(json.find("\"overall_verdict\": \"FAIL\""), std::string::npos) << json;
   // The good fixture is still in the report.
   EXPECT_NE(md.find("### " + kGoodOp + " / "), std::string::npos) << md;
+}
+
+TEST(ReplayEndToEnd, StaleAndUnloadableCasesFailWithoutADevice) {
+  // Files discovery accepts, with a case the code no longer declares so (stale) and a
+  // case whose data cannot be loaded: both are detectable on the CPU, so exit 1, not 77.
+  Scratch s("e2e_cases");
+  const fs::path fx = s / "fixtures", out = s / "out";
+  fs::create_directories(fx);
+  const fs::path stale = fx / (kGoodOp + ".h5"), broken = fx / "swiglu.h5";
+  copy_good(stale);
+  fs::copy_file(fs::path(testing::golden_dir()) / "swiglu.h5", broken);
+  const std::string stale_case = read_fixture_info(stale.string()).cases.at(0);
+  const std::string broken_case = read_fixture_info(broken.string()).cases.at(0);
+  patch_i64_attribute(stale, "formula_version", 999, "cases/" + stale_case);
+  delete_link(broken, "cases/" + broken_case + "/reference");
+  ASSERT_TRUE(discover({fx}).problems.empty()) << all_messages(discover({fx}));
+  const fs::path xml = out / "junit.xml";
+  const ReplayRun r = run_replay("--fixtures " + fx.string() + " --report-dir " + out.string() +
+                                     " --gtest_output=xml:" + xml.string(),
+                                 s / "replay.log");
+  ASSERT_TRUE(r.exited) << r.output;
+  if (have_cuda_device(r.output)) GTEST_SKIP() << "a CUDA device is present: this test is for a no-GPU machine";
+  EXPECT_EQ(r.code, 1) << r.output;
+  const std::string md = slurp(out / "report.md"), junit = slurp(xml);
+  EXPECT_NE(md.find("### " + kGoodOp + " / " + stale_case + " — FAIL"), std::string::npos) << md;
+  EXPECT_NE(md.find("STALE fixture: formula_version 999 in the file"), std::string::npos) << md;
+  EXPECT_NE(junit.find(stale_case), std::string::npos) << junit;
+  EXPECT_NE(junit.find("stale fixture"), std::string::npos) << junit;
+  EXPECT_NE(md.find("### swiglu / " + broken_case + " — FAIL"), std::string::npos) << md;
+  EXPECT_NE(md.find("case '" + broken_case + "'"), std::string::npos) << md;
 }
 
 TEST(ReplayEndToEnd, GoodFixturesOnlyReportNoProblem) {
