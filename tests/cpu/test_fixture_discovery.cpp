@@ -461,6 +461,32 @@ TEST(ReplayEndToEnd, GoodFixturesOnlyReportNoProblem) {
   EXPECT_NE(md.find("### " + kGoodOp + " / "), std::string::npos) << md;
 }
 
+TEST(ReplayEndToEnd, OpSelectsTheReplayedAndReportedFixtures) {
+  Scratch s("e2e_op");
+  const fs::path fx = s / "fixtures";
+  fs::create_directories(fx);
+  copy_good(fx / (kGoodOp + ".h5"));
+  write_text(fx / "rmsnorm.h5", "");  // broken: a problem of rmsnorm only
+  {
+    const fs::path out = s / "good_op";
+    const ReplayRun r =
+        run_replay("--fixtures " + fx.string() + " --op " + kGoodOp + " --report-dir " + out.string(), s / "a.log");
+    ASSERT_TRUE(r.exited) << r.output;
+    const std::string md = slurp(out / "report.md");
+    EXPECT_NE(md.find("### " + kGoodOp + " / "), std::string::npos) << md;
+    EXPECT_EQ(md.find("rmsnorm.h5'"), std::string::npos) << "another op's file in the report:\n" << md;
+    if (!have_cuda_device(r.output)) EXPECT_EQ(r.code, 77) << r.output;
+  }
+  const fs::path out = s / "broken_op";
+  const ReplayRun r = run_replay("--fixtures " + fx.string() + " --op rmsnorm --report-dir " + out.string(), s / "b.log");
+  ASSERT_TRUE(r.exited) << r.output;
+  EXPECT_EQ(r.code, 1) << r.output;
+  const std::string md = slurp(out / "report.md");
+  EXPECT_NE(md.find((fx / "rmsnorm.h5").string()), std::string::npos) << md;
+  EXPECT_NE(md.find("no fixture case of op 'rmsnorm'"), std::string::npos) << md;
+  EXPECT_EQ(md.find("### " + kGoodOp + " / "), std::string::npos) << md;
+}
+
 TEST(ReplayEndToEnd, UnknownOpIsAUsageError) {
   Scratch s("e2e_usage");
   const ReplayRun r = run_replay("--fixtures " + testing::golden_dir() + " --op no_such_op --report-dir " +

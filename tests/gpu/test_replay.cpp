@@ -512,6 +512,7 @@ int main(int argc, char** argv) {
     std::cerr << "numgate_replay: unknown error\n";
     rc = 1;
   }
+  if (GTEST_FLAG_GET(list_tests)) return rc;  // --gtest_list_tests: nothing ran, keep the last report
   bool report_fail = false;
   const bool written = numgate::write_the_report(&report_fail);
   if (!written || rc != 0 || report_fail || !config().problems.empty()) return 1;
