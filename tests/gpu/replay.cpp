@@ -20,31 +20,72 @@ Config& config() {
 }
 
 
-std::vector<ReplayCase> all_cases() {
-  static const std::vector<ReplayCase> cases = [] {
-    std::vector<ReplayCase> v;
-    for (const auto& dir : config().fixture_dirs) {
-      if (!std::filesystem::is_directory(dir)) continue;
-      std::vector<std::string> files;
-      for (const auto& e : std::filesystem::directory_iterator(dir))
-        if (e.path().extension() == ".h5") files.push_back(e.path().string());
-      std::sort(files.begin(), files.end());
-      for (const auto& f : files) {
-        const FixtureFileInfo info = read_fixture_info(f);  // a broken file fails loudly here
-        for (const auto& n : info.cases)
-          v.push_back({f, info.op, n, f.find("_production.h5") != std::string::npos});
-      }
-    }
-    return v;
-  }();
-  return cases;
+bool selected(const std::string& op) {
+  const auto& ops = config().ops;
+  return ops.empty() || std::find(ops.begin(), ops.end(), op) != ops.end();
 }
+
+namespace {
+std::vector<ReplayCase>& case_list() {
+  static std::vector<ReplayCase> v;
+  return v;
+}
+}  // namespace
+
+void discover() {
+  Config& cfg = config();
+  std::vector<std::string> known;
+  for (const auto& op : all_ops()) known.push_back(op->name());
+  cfg.discovery = discover_fixtures(cfg.fixture_folders, known);
+  cfg.problems.clear();
+  for (const auto& p : cfg.discovery.problems)
+    if (p.op.empty() || selected(p.op)) cfg.problems.push_back(p);
+  auto& v = case_list();
+  v.clear();
+  for (const auto& f : cfg.discovery.files) {
+    if (!selected(f.op)) continue;
+    for (const auto& n : f.cases) v.push_back({f.path, f.op, n, f.production});
+  }
+  std::string folders;
+  for (const auto& f : cfg.fixture_folders) folders += (folders.empty() ? "" : ", ") + f.path;
+  for (const auto& op : cfg.ops) {
+    if (std::any_of(v.begin(), v.end(), [&](const ReplayCase& c) { return c.op == op; })) continue;
+    FixtureProblem p;
+    p.file = folders;
+    p.folder = true;
+    p.op = op;
+    p.what = "no fixture case of op '" + op + "' (--op " + op + ") found: nothing of it would be replayed";
+    p.fix = "generate its fixtures (`numgate-generate --op " + op + "`) or check --fixtures";
+    cfg.problems.push_back(std::move(p));
+  }
+}
+
+const std::vector<ReplayCase>& all_cases() { return case_list(); }
 
 std::vector<ReplayCase> cases_of(const std::string& op) {
   std::vector<ReplayCase> v;
   for (const auto& c : all_cases())
     if (c.op == op) v.push_back(c);
   return v;
+}
+
+std::string case_problem(const ReplayCase& rc) {
+  static std::map<std::string, std::string> cache;
+  const std::string key = rc.file + ":" + rc.name;
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  std::string why;
+  try {
+    const CaseData a = read_case_attributes(rc.file, rc.name);
+    if (const std::string s = staleness(a); !s.empty())
+      why = "stale fixture " + rc.file + ", case " + rc.name + ": " + s +
+            ". Fix: regenerate (numgate-generate; see README: Regenerating golden data)";
+  } catch (const std::exception& e) {
+    why = e.what();
+  } catch (...) {
+    why = "fixture " + rc.file + ", case " + rc.name + ": unreadable (unknown error)";
+  }
+  cache[key] = why;
+  return why;
 }
 
 std::string staleness(const CaseData& c) {

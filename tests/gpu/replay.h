@@ -9,19 +9,33 @@
 #include <string>
 #include <vector>
 
+#include "numgate/fixture_discovery.h"
 #include "numgate/op.h"
 #include "target.h"
 
 namespace numgate::testing {
 
 struct Config {
-  std::vector<std::string> fixture_dirs;
+  std::vector<FixtureFolder> fixture_folders;  ///< --fixtures (required), --optional-fixtures
+  std::vector<std::string> ops;                ///< --op: the ops replayed and reported; empty: all
   std::string report_dir = ".";
   bool have_device = false;
   std::string device = "no CUDA device";
   std::string no_device_reason;
+  /// Set by discover(): what was found in the fixture folders, and the problems of the
+  /// selected ops (plus those that concern no op: folders, stray files).
+  FixtureDiscovery discovery;
+  std::vector<FixtureProblem> problems;
 };
 Config& config();
+
+/// Is `op` replayed in this run (no --op given, or named by one)?
+bool selected(const std::string& op);
+/// Searches config().fixture_folders (discover_fixtures with the registered ops) and
+/// fills config().discovery and config().problems, adding a problem for every op named by
+/// --op that has no fixture case. Never throws; call before InitGoogleTest, which lists
+/// the cases.
+void discover();
 
 /// One case of one fixture file.
 struct ReplayCase {
@@ -32,9 +46,13 @@ struct ReplayCase {
   }
 };
 
-/// Every case of every *.h5 in config().fixture_dirs (a broken file fails loudly).
-std::vector<ReplayCase> all_cases();
+/// Every readable case of the selected ops found by discover() (an unreadable file is one
+/// of config().problems instead, never an exception).
+const std::vector<ReplayCase>& all_cases();
 std::vector<ReplayCase> cases_of(const std::string& op);
+/// Empty when the case's attributes can be read and match its declaration in the code;
+/// else the whole message (file, case, what, fix). Cached; never throws.
+std::string case_problem(const ReplayCase& rc);
 /// Empty when the fixture case matches its declaration in the code (formula version,
 /// dtype, shape, seed, pattern, op and gate parameters); else why it is stale.
 std::string staleness(const CaseData& c);

@@ -69,6 +69,7 @@ const CaseData& committed(const std::string& name) {
 class ReplayMutants : public ::testing::Test {
  protected:
   void SetUp() override {
+    if (!selected("rmsnorm")) GTEST_SKIP() << "rmsnorm not selected by --op";
     if (!config().have_device) GTEST_SKIP() << config().no_device_reason;
   }
   void expect(Kind kind, const std::string& case_name, bool Caught::*by) {
