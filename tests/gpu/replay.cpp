@@ -3,6 +3,9 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <sys/resource.h>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -95,15 +98,11 @@ std::string staleness(const CaseData& c) {
   } catch (const std::exception& e) {
     return e.what();
   }
-  if (c.formula_version != op->formula_version())
-    return "formula_version " + std::to_string(c.formula_version) + " in the file, " +
-           std::to_string(op->formula_version()) + " in the code";
   for (const auto& d : op->cases()) {
     if (d.name != c.spec.name) continue;
-    if (d.dtype != c.spec.dtype || d.shape != c.spec.shape || d.seed != c.spec.seed || d.pattern != c.spec.pattern ||
-        d.params != c.spec.params || d.production != c.spec.production || d.gate != c.spec.gate)
-      return "its declaration (dtype, shape, seed, pattern, parameters or gate parameters) changed in the code";
-    return {};
+    std::string why;
+    for (const auto& diff : compare_declarations(declaration(*op, d), c)) why += (why.empty() ? "" : "; ") + diff;
+    return why;
   }
   return "no longer declared in the code";
 }
@@ -112,13 +111,46 @@ const CaseData& load(const ReplayCase& rc) {
   static std::map<std::string, std::unique_ptr<CaseData>> cache;
   auto& slot = cache[rc.file + ":" + rc.name];
   if (!slot) {
-    auto c = std::make_unique<CaseData>(read_case(rc.file, rc.name));
+    std::unique_ptr<CaseData> c;
+    {
+      ScopedTime timed(timings().load);
+      c = std::make_unique<CaseData>(read_case(rc.file, rc.name));
+    }
+    for (const auto& [n, t] : c->inputs) timings().bytes_loaded += t.bytes.size();
+    for (const auto& [n, g] : c->golden) timings().bytes_loaded += g.value.bytes.size() + g.abs_terms.bytes.size();
+    for (const auto& [n, t] : c->reference) timings().bytes_loaded += t.bytes.size();
     if (const std::string why = staleness(*c); !why.empty())
       throw std::runtime_error("stale fixture " + rc.file + ", case " + rc.name + ": " + why +
                                ". Fix: regenerate (numgate-generate; see README: Regenerating golden data)");
     slot = std::move(c);
   }
   return *slot;
+}
+
+// ---- where the time goes ---------------------------------------------------------------
+
+Timings& timings() {
+  static Timings t;
+  return t;
+}
+namespace {
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+ScopedTime::ScopedTime(double& into) : into_(into), start_(now_s()) {}
+ScopedTime::~ScopedTime() { into_ += now_s() - start_; }
+
+std::string timing_summary() {
+  struct rusage ru {};
+  ::getrusage(RUSAGE_SELF, &ru);
+  const Timings& t = timings();
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "replay time: fixture loading %.1f s (%.2f GB), device %.1f s, gate %.1f s; peak host memory %.2f GB",
+                t.load, static_cast<double>(t.bytes_loaded) / 1e9, t.device, t.gate,
+                static_cast<double>(ru.ru_maxrss) * 1024 / 1e9);
+  return line;
 }
 
 // ---- running a pass on the device -------------------------------------------------------
@@ -130,6 +162,7 @@ Tensor output_like(const CaseData& c, const std::string& t) { return Tensor(c.sp
 // Runs `pass` once with every buffer shifted by `offset_elems` elements from its
 // allocation, outputs poisoned with `poison`.
 PassRun run_pass(const CaseData& c, const TargetPass& pass, std::size_t offset_elems, unsigned char poison) {
+  ScopedTime timed(timings().device);
   const std::size_t off = offset_elems * elem(c);
   std::map<std::string, std::unique_ptr<DeviceBuffer>> bufs;
   DevicePtrs ptrs;

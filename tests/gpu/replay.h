@@ -37,6 +37,30 @@ bool selected(const std::string& op);
 /// the cases.
 void discover();
 
+/// Where the replay's wall time goes (item: "measure where the time goes"), printed at
+/// the end of every run with the peak host memory. Seconds, summed over the run.
+struct Timings {
+  double load = 0;    ///< reading fixture cases (HDF5, digests, promotion checks)
+  double device = 0;  ///< uploads, poisoning, launches, synchronization, downloads
+  double gate = 0;    ///< structure checks, conditioning, the gate (host, parallel)
+  std::uint64_t bytes_loaded = 0;
+};
+Timings& timings();
+/// Adds the lifetime of the object to a Timings field.
+class ScopedTime {
+ public:
+  explicit ScopedTime(double& into);
+  ~ScopedTime();
+  ScopedTime(const ScopedTime&) = delete;
+  ScopedTime& operator=(const ScopedTime&) = delete;
+
+ private:
+  double& into_;
+  double start_;
+};
+/// "replay time: load 12.3 s (4.5 GB), device 3.2 s, gate 20.1 s; peak host memory 14.2 GB"
+std::string timing_summary();
+
 /// One case of one fixture file.
 struct ReplayCase {
   std::string file, op, name;

@@ -120,7 +120,11 @@ class Replay : public ::testing::TestWithParam<ReplayCase> {
       problems.insert(problems.end(), b.problems.begin(), b.problems.end());
       for (const auto& p : problems) ADD_FAILURE() << c.spec.name << " " << pass_name << ": " << p;
       for (const auto& t : pass.outputs) {
-        GateResult r = evaluate_gate(t, c.spec, c.golden.at(t), c.reference.at(t), &a.outputs.at(t));
+        GateResult r;
+        {
+          ScopedTime timed(timings().gate);
+          r = evaluate_gate(t, c.spec, c.golden.at(t), c.reference.at(t), &a.outputs.at(t));
+        }
         const std::string diff = first_bit_difference(a.outputs.at(t), b.outputs.at(t));
         if (!diff.empty()) {
           r.verdict = Verdict::fail;  // unwritten or racy: never a pass
@@ -155,7 +159,11 @@ TEST_P(Replay, Misaligned) {
       const PassRun a = run_pass(c, pass, 1, 0xFF);
       for (const auto& p : a.problems) ADD_FAILURE() << c.spec.name << " misaligned " << pass.name << ": " << p;
       for (const auto& t : pass.outputs) {
-        GateResult r = evaluate_gate(t, c.spec, c.golden.at(t), c.reference.at(t), &a.outputs.at(t));
+        GateResult r;
+        {
+          ScopedTime timed(timings().gate);
+          r = evaluate_gate(t, c.spec, c.golden.at(t), c.reference.at(t), &a.outputs.at(t));
+        }
         r.tensor = t + " (misaligned)";
         if (!a.problems.empty()) r.verdict = Verdict::fail;
         rep.tensors.push_back(r);
@@ -515,6 +523,7 @@ int main(int argc, char** argv) {
   if (GTEST_FLAG_GET(list_tests)) return rc;  // --gtest_list_tests: nothing ran, keep the last report
   bool report_fail = false;
   const bool written = numgate::write_the_report(&report_fail);
+  std::cout << numgate::testing::timing_summary() << "\n";
   if (!written || rc != 0 || report_fail || !config().problems.empty()) return 1;
   if (!config().have_device) return 77;  // ctest: SKIP_RETURN_CODE
   return 0;
