@@ -9,6 +9,8 @@
 #include <cuda_runtime.h>
 #include <spdlog/spdlog.h>
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -306,6 +308,9 @@ int main(int argc, char** argv) {
       }
       spdlog::info("all fixtures current");
     }
+    struct rusage ru {};
+    ::getrusage(RUSAGE_SELF, &ru);
+    spdlog::info("peak host memory {:.2f} GB", static_cast<double>(ru.ru_maxrss) * 1024 / 1e9);
   } catch (const FixtureWriteError& e) {
     // HDF5 cannot be shut down cleanly after a failed flush (see FixtureWriteError).
     spdlog::error("{}", e.what());
