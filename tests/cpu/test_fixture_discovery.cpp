@@ -168,7 +168,7 @@ TEST(FixtureDiscovery, EmptyFileIsAProblem) {
   Scratch s("empty");
   write_text(s / "rmsnorm.h5", "");
   const auto d = discover({s.dir()});
-  only_problem(d, s / "rmsnorm.h5", "not a readable HDF5 file");
+  only_problem(d, s / "rmsnorm.h5", "empty file");
   EXPECT_TRUE(d.files.empty());
 }
 
