@@ -1,43 +1,26 @@
-// The ops numgate knows. Adding an op: implement numgate::Op next to its kernel and add
-// one line here (see README: Adding an op).
+// The ops numgate knows: every folder of a numgate_add_op() line in kernels/CMakeLists.txt
+// registers its ops (NUMGATE_REGISTER_OPS); the call list is generated from those lines.
+#include <algorithm>
+#include <set>
 #include <stdexcept>
 
 #include "numgate/op.h"
-#include "rmsnorm/rmsnorm_oracle.h"
-#include "glu/glu_oracle.h"
-// [include:glu]
-#include "offset_rmsnorm/offset_rmsnorm_oracle.h"
-#include "fused_add_rmsnorm/fused_add_rmsnorm_oracle.h"
-// [include:rmsnorm_variants]
-#include "layernorm/layernorm_oracle.h"
-// [include:layernorm]
-#include "softmax/softmax_oracle.h"
-// [include:softmax]
-#include "rope/rope_oracle.h"
-// [include:rope]
-#include "cross_entropy/cross_entropy_oracle.h"
-// [include:cross_entropy]
 
 namespace numgate {
+namespace detail {
+void register_all_ops(const OpSink& add);  // generated: ops_registry.cpp
+}
 
 const std::vector<std::unique_ptr<Op>>& all_ops() {
   static const std::vector<std::unique_ptr<Op>> ops = [] {
     std::vector<std::unique_ptr<Op>> v;
-    v.push_back(std::make_unique<rmsnorm::RMSNormOp>());
-    v.push_back(std::make_unique<glu::SwiGLUOp>());
-    v.push_back(std::make_unique<glu::GeGLUOp>());
-    // [ops:glu]
-    v.push_back(std::make_unique<offset_rmsnorm::OffsetRMSNormOp>());
-    v.push_back(std::make_unique<fused_add_rmsnorm::FusedAddRMSNormOp>());
-    // [ops:rmsnorm_variants]
-    v.push_back(std::make_unique<layernorm::LayerNormOp>());
-    // [ops:layernorm]
-    v.push_back(std::make_unique<softmax::SoftmaxOp>());
-    // [ops:softmax]
-    v.push_back(std::make_unique<rope::RopeOp>());
-    // [ops:rope]
-    v.push_back(std::make_unique<cross_entropy::CrossEntropyOp>());
-    // [ops:cross_entropy]
+    detail::register_all_ops([&](std::unique_ptr<Op> op) { v.push_back(std::move(op)); });
+    std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a->name() < b->name(); });
+    std::set<std::string> seen;
+    for (const auto& op : v) {
+      if (const std::string p = op->descriptor().problems(); !p.empty()) throw std::logic_error(p);
+      if (!seen.insert(op->name()).second) throw std::logic_error("two registered ops are named " + op->name());
+    }
     return v;
   }();
   return ops;

@@ -1,9 +1,9 @@
-// numgate — how the replay tests launch an op's target kernels on a fixture case.
+// numgate — how the replay and the benchmark launch an op's target kernels on a case.
 //
-// Each op exposes its kernels as a list of passes (e.g. "Forward" producing y,
-// "Backward" producing dx and dw). A pass reads the device copies of the case's inputs
-// and writes its outputs into device buffers the test bed allocated, poisoned and
-// surrounded by guard bands. Registered in kernels/target_registry.cpp.
+// What a pass reads and writes, every tensor's layout, dtype and shape are declared once,
+// in the op's descriptor (numgate/descriptor.h, returned by the op's numgate::Op). The
+// target adds, per pass of the descriptor and by the same name, the function that launches
+// it. Registered with NUMGATE_REGISTER_TARGETS in the op's folder (see below).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -20,35 +21,66 @@
 
 namespace numgate {
 
-/// Device pointers by tensor name (inputs and outputs of a pass), each in the case dtype,
-/// row-major with the fixture's shape. Pointers carry no alignment guarantee beyond the
-/// element size (the test bed deliberately misaligns them in one replay).
+/// Device pointers by tensor name: every input of the case and every tensor the pass
+/// writes, each in its declared dtype (TensorDecl::dtype_for), row-major with its declared
+/// shape. Pointers carry no alignment guarantee beyond the element size (the misaligned
+/// replay shifts every buffer by one element of its own dtype).
 using DevicePtrs = std::map<std::string, void*>;
 
+/// The rows (OpDescriptor::rows units) one launch covers. A whole-case launch covers all
+/// of them (count < 0). The replay's row-by-row check launches rows alone: then the
+/// buffers of Layout::rows tensors hold rows [first, first + count) only (their pointers
+/// point at row `first`), and every other buffer (per-column, whole) is the whole tensor,
+/// which the launch indexes from `first` where it must (a causal row's query position, a
+/// token's position or target, a per-token output).
+struct RowWindow {
+  std::int64_t first = 0;
+  std::int64_t count = -1;  ///< -1: every row of the case
+  /// The number of rows launched for a case of `total` rows.
+  std::int64_t rows_of(std::int64_t total) const { return count < 0 ? total : count; }
+};
+
+/// Everything one launch gets.
+struct Launch {
+  const CaseSpec& spec;  ///< the whole case: shape, dtype, op parameters
+  const DevicePtrs& ptrs;
+  void* workspace;
+  std::size_t workspace_bytes;
+  cudaStream_t stream;
+  RowWindow window;
+  /// Typed pointer of a tensor (throws std::out_of_range naming nothing: a bug of the test bed).
+  template <class T>
+  T* ptr(const std::string& name) const {
+    return static_cast<T*>(ptrs.at(name));
+  }
+};
+
+/// A row-wise launch's [rows, hidden]: the window's rows of the case's flattened leading
+/// dimensions, and the last dimension.
+inline std::int64_t hidden_of(const CaseSpec& c) { return c.shape.empty() ? 0 : c.shape.back(); }
+inline RowShape launched_rows(const Launch& l) { return {l.window.rows_of(rows_of(l.spec.shape)), hidden_of(l.spec)}; }
+
 struct TargetPass {
-  std::string name;                  ///< "Forward", "Backward"
-  std::vector<std::string> outputs;  ///< gated tensors this pass writes
-  /// Device workspace bytes the pass needs for this case (0 if none).
+  std::string name;  ///< a pass of the op's descriptor ("Forward", "Backward")
+  /// Device workspace bytes the pass needs for this case (empty function: none).
   std::function<std::size_t(const CaseSpec&)> workspace_bytes;
-  /// Launches the pass on `stream` (asynchronously); returns the launch's CUDA status.
-  std::function<cudaError_t(const CaseSpec&, const DevicePtrs&, void* workspace, std::size_t workspace_bytes,
-                            cudaStream_t stream)>
-      launch;
-  /// Inputs the pass reads (each once at least): the benchmark's minimal-traffic count is
-  /// these bytes plus the outputs' bytes.
-  std::vector<std::string> reads;
+  /// Launches the pass asynchronously on l.stream; returns the launch's CUDA status
+  /// (cudaErrorInvalidValue for a case or window the launchers refuse).
+  std::function<cudaError_t(const Launch&)> launch;
 };
 
 struct TargetOp {
-  std::string op;  ///< matches numgate::Op::name()
+  std::string op;  ///< the descriptor's name
   std::vector<TargetPass> passes;
-  /// Rows of the case (product of all dims but the last) and row length; used by the
-  /// row-independence replay, which launches single rows at their own addresses.
-  std::function<std::int64_t(const CaseSpec&)> rows;
-  /// Optional: the case row r is launched as ALONE in the row-independence replay (shape
-  /// [1, row length]). Unset: the case with shape {1, hidden}. Ops whose rows depend on
-  /// their position (causal and per-query masks, RoPE) carry the position in params here.
-  std::function<CaseSpec(const CaseSpec&, std::int64_t row)> row_case;
+  /// Optional host-side check of a case's device inputs before the replay launches it, e.g.
+  /// cross-entropy's class targets in [0, vocab) or ignore_index (the kernels never index
+  /// memory with a target, an invalid one gives NaN). The replay calls it once per case and
+  /// reports a refusal as a FAIL; the benchmark, whose inputs are valid by construction,
+  /// does not call it, so it is never timed.
+  std::function<cudaError_t(const CaseSpec&, const DevicePtrs&, cudaStream_t)> precheck;
+
+  /// The pass of that name; throws std::invalid_argument naming the op and its passes.
+  const TargetPass& pass(const std::string& name) const;
 };
 
 /// Calls f(T{}) with the kernel element type of a floating-point case dtype (fp32 float,
@@ -66,7 +98,17 @@ cudaError_t dispatch(DType t, F&& f) {
   return cudaErrorInvalidValue;
 }
 
+/// All registered targets (NUMGATE_REGISTER_TARGETS; the list is built from
+/// kernels/CMakeLists.txt's numgate_add_op() lines). Throws std::logic_error at the first
+/// call if a target's passes do not match its op's descriptor passes one to one.
+const std::vector<TargetOp>& all_targets();
 /// The target of op `name`; throws std::invalid_argument listing the known targets.
 const TargetOp& find_target(const std::string& name);
+
+/// Registration: at global scope in the op folder's target file,
+///   NUMGATE_REGISTER_TARGETS(glu) { add(glu::make_swiglu_target()); add(glu::make_geglu_target()); }
+using TargetSink = std::function<void(TargetOp)>;
+#define NUMGATE_REGISTER_TARGETS(folder) \
+  void numgate_register_targets_##folder(const ::numgate::TargetSink& add)
 
 }  // namespace numgate

@@ -1,44 +1,47 @@
-// The targets numgate replays. Adding an op's target: one line here.
+// The targets numgate replays: every folder of a numgate_add_op() line in
+// kernels/CMakeLists.txt registers its targets (NUMGATE_REGISTER_TARGETS); the call list is
+// generated from those lines. Each target must match its op's descriptor pass for pass.
+#include <algorithm>
 #include <stdexcept>
 
 #include "target.h"
 
 namespace numgate {
-namespace rmsnorm { TargetOp make_target(); }
-namespace glu { TargetOp make_swiglu_target(); TargetOp make_geglu_target(); }
-// [decl:glu]
-namespace offset_rmsnorm { TargetOp make_target(); }
-namespace fused_add_rmsnorm { TargetOp make_target(); }
-// [decl:rmsnorm_variants]
-namespace layernorm { TargetOp make_target(); }
-// [decl:layernorm]
-namespace softmax { TargetOp make_target(); }
-// [decl:softmax]
-namespace rope { TargetOp make_target(); }
-// [decl:rope]
-namespace cross_entropy { TargetOp make_target(); }
-// [decl:cross_entropy]
+namespace detail {
+void register_all_targets(const TargetSink& add);  // generated: targets_registry.cpp
+}
+
+const TargetPass& TargetOp::pass(const std::string& name) const {
+  std::string known;
+  for (const auto& p : passes) {
+    if (p.name == name) return p;
+    known += (known.empty() ? "" : ", ") + p.name;
+  }
+  throw std::invalid_argument("target " + op + " has no pass " + name + " (passes: " + known + ")");
+}
+
+const std::vector<TargetOp>& all_targets() {
+  static const std::vector<TargetOp> targets = [] {
+    std::vector<TargetOp> v;
+    detail::register_all_targets([&](TargetOp t) { v.push_back(std::move(t)); });
+    std::sort(v.begin(), v.end(), [](const TargetOp& a, const TargetOp& b) { return a.op < b.op; });
+    for (const TargetOp& t : v) {
+      const OpDescriptor& d = find_op(t.op).descriptor();  // throws for a target without an op
+      bool same = t.passes.size() == d.passes.size();
+      for (std::size_t i = 0; same && i < d.passes.size(); ++i)
+        same = t.passes[i].name == d.passes[i].name && t.passes[i].launch;
+      if (!same) throw std::logic_error("target " + t.op + ": its passes must be the descriptor's, in order, each with a launch");
+    }
+    for (std::size_t i = 1; i < v.size(); ++i)
+      if (v[i].op == v[i - 1].op) throw std::logic_error("two targets registered for op " + v[i].op);
+    return v;
+  }();
+  return targets;
+}
 
 const TargetOp& find_target(const std::string& name) {
-  static const std::vector<TargetOp> targets = {
-      rmsnorm::make_target(),
-      glu::make_swiglu_target(),
-      glu::make_geglu_target(),
-      // [targets:glu]
-      offset_rmsnorm::make_target(),
-      fused_add_rmsnorm::make_target(),
-      // [targets:rmsnorm_variants]
-      layernorm::make_target(),
-      // [targets:layernorm]
-      softmax::make_target(),
-      // [targets:softmax]
-      rope::make_target(),
-      // [targets:rope]
-      cross_entropy::make_target(),
-      // [targets:cross_entropy]
-  };
   std::string known;
-  for (const auto& t : targets) {
+  for (const auto& t : all_targets()) {
     if (t.op == name) return t;
     known += (known.empty() ? "" : ", ") + t.op;
   }

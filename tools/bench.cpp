@@ -25,16 +25,16 @@
 // DRAM (as in a real model step). Each launch is bracketed by its own pair of CUDA
 // events; after warm-up launches we report the median and the minimum.
 // Bandwidth = minimal DRAM traffic / median time, where the minimal traffic of a pass is
-// the bytes of the inputs it reads (TargetPass::reads, each once) plus the bytes of the
-// outputs it writes (TargetPass::outputs, each once); e.g. RMSNorm forward reads x, w and
+// the bytes of the inputs it reads (PassDecl::reads of the op descriptor, each once) plus the bytes of the
+// outputs it writes (PassDecl::writes, each once); e.g. RMSNorm forward reads x, w and
 // writes y; SwiGLU backward reads a, b, dy and writes da, db. It is compared with a
 // device-to-device cudaMemcpyAsync (bytes read + written), the practical ceiling for a
 // streaming kernel. A case with fewer rows than the device has multiprocessors cannot
 // fill the GPU with a row-per-block kernel: it is still timed, but its line ends with
 // "(latency-bound: R rows < N SMs)" because its GB/s measures launch and latency.
 //
-// Exit status: 0 done; 2 nothing to do (no CUDA device, report missing or unreadable,
-// no qualifying case, bad command line); 1 a CUDA error while benchmarking.
+// Exit status: 0 done; 77 no CUDA device (ctest: skipped); 2 nothing to do (report missing
+// or unreadable, no qualifying case, bad command line); 1 a CUDA error while benchmarking.
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -66,6 +66,8 @@ namespace {
 using numgate::bench::FillType;
 
 constexpr int kExitUsage = 2;
+/// No CUDA device: nothing can be timed (ctest: SKIP_RETURN_CODE 77, reported as skipped).
+constexpr int kExitNoDevice = 77;
 constexpr int kExitCuda = 1;
 /// Production cases with fewer elements (case shape) are boundary and adversarial shapes
 /// generated into the build tree, not production workloads: not timed.
@@ -75,6 +77,10 @@ constexpr std::size_t kMaxSets = 256;
 
 /// A problem with the inputs (not a CUDA failure): printed, exit status 2.
 struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+/// No CUDA device: printed, exit status 77.
+struct NoDevice : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
@@ -118,16 +124,23 @@ struct BenchCase {
   std::string file;   ///< its fixture file (op parameters and tensor shapes come from there)
   int duplicates = 0; ///< further qualifying cases with the same op, dtype, shape and parameters
   numgate::CaseSpec spec;
-  std::map<std::string, numgate::TensorInfo> tensors;  ///< every input and output tensor
+  std::map<std::string, numgate::TensorInfo> tensors;  ///< every tensor, from the op's descriptor for spec
 };
+
+/// Every tensor's dtype and shape for a case, from the op's descriptor (no fixture data).
+std::map<std::string, numgate::TensorInfo> tensors_of(const std::string& op, const numgate::CaseSpec& spec) {
+  std::map<std::string, numgate::TensorInfo> out;
+  for (const numgate::TensorDecl& t : numgate::find_op(op).descriptor().tensors) out[t.name] = {t.dtype_for(spec), t.shape(spec)};
+  return out;
+}
 
 /// Benchmark shapes larger than any production fixture (their FP64 golden would need tens
 /// of GB): each is timed with the op parameters of a passing production case of the same op
-/// and dtype whose shape differs from it in the first dimension only; every tensor whose
-/// first dimension equals the case's first dimension is scaled with it (the per-row and
-/// per-token tensors; a mask [q_len, k_len] or a mean's loss [1] is not). The kernels'
-/// launch and code path depend on the row layout, not on the number of rows, so the
-/// verified case vouches for the numbers; the bench line names it.
+/// and dtype whose shape differs from it in the number of rows only (the leading
+/// dimensions; for RoPE tokens, for softmax batch x heads); every tensor's shape for the
+/// larger case comes from the op's descriptor. The kernels' launch and code path depend on
+/// the row layout, not on the number of rows, so the verified case vouches for the
+/// numbers; the bench line names it.
 struct ScaledShape {
   const char* op;
   numgate::DType dtype;
@@ -148,8 +161,7 @@ std::vector<BenchCase> scaled_copies(const BenchCase& bc) {
     big.scaled_from = bc.spec.shape;
     big.spec.shape = s.to;
     big.duplicates = 0;
-    for (auto& [n, ti] : big.tensors)
-      if (!ti.shape.empty() && ti.shape[0] == s.from[0]) ti.shape[0] = s.to[0];
+    big.tensors = tensors_of(bc.op, big.spec);
     out.push_back(std::move(big));
   }
   return out;
@@ -219,21 +231,20 @@ std::vector<BenchCase> select_cases(const numgate::Report& report, const std::st
       ++n_small;
       continue;
     }
+    // Every tensor's shape comes from the descriptor; it must agree with the fixture's.
     try {
-      bc.tensors = numgate::read_case_tensor_info(bc.file, name);
-    } catch (const numgate::FixtureError& e) {
+      bc.tensors = tensors_of(op, bc.spec);
+      const auto stored = numgate::read_case_tensor_info(bc.file, name);
+      std::string differ;
+      for (const auto& [t, ti] : stored)
+        if (!bc.tensors.count(t) || bc.tensors.at(t).shape != ti.shape || bc.tensors.at(t).dtype != ti.dtype)
+          differ += " " + t;
+      if (!differ.empty() || stored.size() != bc.tensors.size()) {
+        skip("the fixture's tensors differ from the op's descriptor (stale fixture: regenerate):" + differ);
+        continue;
+      }
+    } catch (const std::exception& e) {
       skip(e.what());
-      continue;
-    }
-    // Every tensor a pass reads or writes must be in the fixture, or the case cannot run.
-    std::string missing;
-    for (const auto& pass : numgate::find_target(op).passes) {
-      for (const auto* list : {&pass.reads, &pass.outputs})
-        for (const auto& t : *list)
-          if (!bc.tensors.count(t)) missing += " " + t;
-    }
-    if (!missing.empty()) {
-      skip("tensors missing from the fixture:" + missing);
       continue;
     }
     auto same = std::find_if(out.begin(), out.end(), [&](const BenchCase& o) {
@@ -383,9 +394,8 @@ void print_line(const BenchCase& bc, const std::string& pass, const Timing& t, d
 void run_case(const BenchCase& bc, const Device& dev, const Options& opt, cudaStream_t stream,
               numgate::bench::Results& res) {
   const numgate::TargetOp& target = numgate::find_target(bc.op);
-  const int64_t rows = target.rows(bc.spec);
-  int64_t big = 0;  // elements of the largest tensor: smaller ones (weights) are 1-D parameters
-  for (const auto& [n, ti] : bc.tensors) big = std::max<int64_t>(big, static_cast<int64_t>(numel(ti.shape)));
+  const numgate::OpDescriptor& desc = numgate::find_op(bc.op).descriptor();
+  const int64_t rows = desc.rows(bc.spec);
   auto size_of = [](const numgate::TensorInfo& ti) { return numel(ti.shape) * numgate::dtype_size(ti.dtype); };
   auto bytes_of = [&](const std::string& t) {
     auto it = bc.tensors.find(t);
@@ -395,11 +405,12 @@ void run_case(const BenchCase& bc, const Device& dev, const Options& opt, cudaSt
   };
 
   std::size_t ws_bytes = 0, set_bytes = 0, min_footprint = SIZE_MAX;
-  for (const auto& pass : target.passes) {
-    ws_bytes = std::max(ws_bytes, pass.workspace_bytes(bc.spec));
+  for (const auto& pass : desc.passes) {
+    const auto& tp = target.pass(pass.name);
+    if (tp.workspace_bytes) ws_bytes = std::max(ws_bytes, tp.workspace_bytes(bc.spec));
     std::size_t fp = 0;
     for (const auto& t : pass.reads) fp += bytes_of(t);
-    for (const auto& t : pass.outputs) fp += bytes_of(t);
+    for (const auto& t : pass.writes) fp += bytes_of(t);
     min_footprint = std::min(min_footprint, fp);
   }
   for (const auto& [n, ti] : bc.tensors) set_bytes += size_of(ti);
@@ -446,33 +457,31 @@ void run_case(const BenchCase& bc, const Device& dev, const Options& opt, cudaSt
       }
       if (ws_bytes) BENCH_CUDA(cudaMalloc(&st.ws, ws_bytes));
       for (const auto& [n, ti] : bc.tensors) {
-        const bool is_output = std::any_of(target.passes.begin(), target.passes.end(), [&](const auto& ps) {
-          return std::find(ps.outputs.begin(), ps.outputs.end(), n) != ps.outputs.end();
-        });
-        if (is_output) continue;
+        const numgate::TensorDecl& decl = desc.tensor(n);
+        if (!numgate::is_input(decl.role)) continue;
         if (ti.dtype == numgate::DType::i64) {  // index inputs: 0 is a valid position / class
           BENCH_CUDA(cudaMemsetAsync(st.ptrs[n], 0, size_of(ti), stream));
           continue;
         }
-        const bool vector = static_cast<int64_t>(numel(ti.shape)) < big;
+        // Per-column parameters (weights): positive in [0.5, 1.5); the rest in [0.25, 1.25) with random signs.
+        const bool vector = decl.layout == numgate::Layout::per_column;
         BENCH_CUDA(numgate::bench::fill_random(st.ptrs[n], ft, numel(ti.shape), seed++, vector ? 0.5f : 0.25f,
                                                vector ? 1.5f : 1.25f, !vector, stream));
       }
     }
     BENCH_CUDA(cudaStreamSynchronize(stream));
 
-    // Index inputs were memset to 0 (valid): tell targets that validate indices on the host
-    // (cross-entropy) to skip that copy and sync, which would otherwise be timed.
-    numgate::CaseSpec spec = bc.spec;
-    spec.params.push_back({"targets_prevalidated", 1.0});
-    for (const auto& pass : target.passes) {
-      const std::size_t pws = pass.workspace_bytes(spec);
+    // Index inputs were memset to 0 (valid); the target's host-side precheck (cross-entropy's
+    // target validation) is the replay's business and is never timed here.
+    for (const auto& pass : desc.passes) {
+      const numgate::TargetPass& tp = target.pass(pass.name);
+      const std::size_t pws = tp.workspace_bytes ? tp.workspace_bytes(bc.spec) : 0;
       double bytes = 0;
       for (const auto& t : pass.reads) bytes += static_cast<double>(bytes_of(t));
-      for (const auto& t : pass.outputs) bytes += static_cast<double>(bytes_of(t));
+      for (const auto& t : pass.writes) bytes += static_cast<double>(bytes_of(t));
       const Timing tm = time_launches(stream, opt.warmup, opt.iters, [&](int i) {
         const Set& st = sets[static_cast<std::size_t>(i) % nsets];
-        BENCH_LAUNCH(pass.launch(spec, st.ptrs, st.ws, pws, stream));
+        BENCH_LAUNCH(tp.launch(numgate::Launch{bc.spec, st.ptrs, st.ws, pws, stream, {}}));
       });
       print_line(bc, pass.name, tm, bytes, rows, dev, res);
     }
@@ -490,15 +499,15 @@ int run(const Options& opt, numgate::bench::Results& res) {
   } catch (const numgate::ReportError& e) {
     throw UsageError(e.what());
   }
-  const std::vector<BenchCase> cases = select_cases(report, opt.report, res);
-
   int ndev = 0;
   const cudaError_t derr = cudaGetDeviceCount(&ndev);
   if (derr != cudaSuccess || ndev == 0) {
-    throw UsageError(strf("no CUDA device available (%s). Run numgate-bench on a machine with an "
-                          "NVIDIA GPU and a working driver.",
-                          derr != cudaSuccess ? cudaGetErrorString(derr) : "device count is 0"));
+    throw NoDevice(strf("no CUDA device available (%s). Run numgate-bench on a machine with an "
+                        "NVIDIA GPU and a working driver.",
+                        derr != cudaSuccess ? cudaGetErrorString(derr) : "device count is 0"));
   }
+  const std::vector<BenchCase> cases = select_cases(report, opt.report, res);
+
   BENCH_CUDA(cudaSetDevice(0));
   cudaDeviceProp prop{};
   BENCH_CUDA(cudaGetDeviceProperties(&prop, 0));
@@ -529,7 +538,7 @@ int run(const Options& opt, numgate::bench::Results& res) {
 
 /// Writes the bench JSON (when wanted); a failure to write turns exit status 0 into 1.
 int finish(const Options& opt, numgate::bench::Results& res, int rc, const std::string& message) {
-  res.status = rc == 0 ? "ok" : rc == kExitUsage ? "nothing_to_do" : "error";
+  res.status = rc == 0 ? "ok" : rc == kExitUsage || rc == kExitNoDevice ? "nothing_to_do" : "error";
   res.message = message;
   std::string path = opt.json;
   if (!opt.json_given) {
@@ -574,6 +583,9 @@ int main(int argc, char** argv) {
   res.warmup = opt.warmup;
   try {
     return finish(opt, res, run(opt, res), "");
+  } catch (const NoDevice& e) {
+    std::fprintf(stderr, "numgate-bench: %s\n", e.what());
+    return finish(opt, res, kExitNoDevice, e.what());
   } catch (const UsageError& e) {
     std::fprintf(stderr, "numgate-bench: %s\n", e.what());
     return finish(opt, res, kExitUsage, e.what());

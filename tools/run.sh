@@ -1,38 +1,66 @@
 #!/usr/bin/env bash
-# The main job: set up, build, verify the committed fixtures, generate the production
-# fixtures (GPU only), replay every kernel on every fixture, print the verdict table,
-# write build/report.md and build/report.json, then benchmark the cases that passed.
-# Without a CUDA device it says so and verifies the fixtures and oracles only.
+# The main job: set up, build, verify the committed fixtures, then for every op (or only
+# those given with --op): generate its production fixtures where they are stale (GPU
+# only), replay every kernel on every fixture, write its report, benchmark its passing
+# production cases; print the verdict table and the benchmark lines. Without a CUDA device
+# it says so and verifies the fixtures and oracles only.
+#
+#   tools/run.sh                 every op; merged report build/report.md, build/report.json
+#   tools/run.sh --op rmsnorm    one op (repeatable): build/reports/rmsnorm/report.md, ...
+#
+# The steps are the ctest tests gpu.<op>.generate, gpu.<op>.replay, gpu.<op>.bench (label
+# <op>) and gpu.report (tests/CMakeLists.txt), so this job and `ctest` run the same commands.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+ops=()
+while (($#)); do
+  case "$1" in
+    --op) [ $# -ge 2 ] || { echo "tools/run.sh: --op needs an op name" >&2; exit 2; }; ops+=("$2"); shift 2 ;;
+    --op=*) ops+=("${1#--op=}"); shift ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    *) echo "tools/run.sh: unknown argument '$1' (usage: tools/run.sh [--op NAME ...])" >&2; exit 2 ;;
+  esac
+done
 tools/setup.sh
 tools/configure.sh
 build=${NUMGATE_BUILD_DIR:-build}
+log="$build"/Testing/Temporary/LastTest.log
+generate_args=()
+for op in "${ops[@]+"${ops[@]}"}"; do generate_args+=(--op "$op"); done
 
 echo "== committed fixtures: are they current? =="
-"$build"/tools/numgate-generate --check >"$build"/generate_check.log 2>&1 || {
-  cat "$build"/generate_check.log; echo "committed fixtures are stale: see above" >&2; exit 1; }
+"$build"/tools/numgate-generate --check "${generate_args[@]+"${generate_args[@]}"}" >"$build"/generate_check.log 2>&1 || {
+  cat "$build"/generate_check.log; echo "committed fixtures are stale (or an --op is unknown): see above" >&2; exit 1; }
 echo "all committed fixtures current"
 
-have_gpu=1
-echo "== production fixtures (build tree) =="
-"$build"/tools/numgate-generate --set production --out-dir "$build"/golden_data --require-device || {
-  rc=$?; [ $rc -eq 77 ] && have_gpu=0 || exit $rc; }
-
-echo "== replay =="
+# ctest label regexes, anchored: -L rmsnorm alone would also select offset_rmsnorm and fused_add_rmsnorm.
+if ((${#ops[@]})); then
+  labels=$(IFS='|'; echo "${ops[*]}")
+  selection=(-L "^(${labels})\$")
+else
+  selection=(-L '^gpu$')
+fi
+echo "== production fixtures, replay, report, benchmark (ctest ${selection[*]}) =="
 set +e
-"$build"/tests/numgate_replay --fixtures golden_data --fixtures "$build"/golden_data --report-dir "$build" \
-  --gtest_output=xml:"$build"/junit/replay.xml --gtest_brief=1
+ctest --test-dir "$build" "${selection[@]}" --output-on-failure --output-junit junit/run.xml
 rc=$?
 set -e
-if [ $rc -eq 77 ]; then
+
+reports=()
+if ((${#ops[@]})); then
+  for op in "${ops[@]}"; do reports+=("$build/reports/$op/report.md"); done
+else
+  reports=("$build/report.md")
+fi
+for r in "${reports[@]}"; do
+  [ -f "$r" ] && sed -n '/^## Summary/,/^## Coverage/p' "$r" | sed '$d'
+done
+if grep -q "no CUDA device" "${reports[0]}" 2>/dev/null; then
   echo
   echo "NO CUDA DEVICE: target kernels were NOT run. Verified: committed fixtures current, oracles"
-  echo "(golden vs reference) conditioning; see $build/report.md. Run on a GPU machine for verdicts."
+  echo "(golden vs reference) conditioning; see ${reports[*]}. Run on a GPU machine for verdicts."
   exit 0
 fi
-[ $rc -eq 0 ] || { echo "replay FAILED (exit $rc): see the output above and $build/report.md" >&2; exit $rc; }
-[ $have_gpu -eq 1 ] || { echo "a CUDA device answered the replay but not the generator: rerun" >&2; exit 1; }
-
 echo "== benchmark (cases whose numerics passed) =="
-"$build"/tools/numgate-bench --report "$build"/report.json
+grep -E '^bench ' "$log" || echo "(no benchmark lines: see $log)"
+[ $rc -eq 0 ] || { echo "FAILED (ctest exit $rc): see the output above, ${reports[*]} and $log" >&2; exit $rc; }

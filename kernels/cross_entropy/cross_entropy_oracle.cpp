@@ -345,4 +345,33 @@ std::map<std::string, Tensor> reference_variant(const CaseSpec& c, const std::ma
   return {{"loss", loss}, {"lse", lse}, {"dlogits", dx}};
 }
 
+
+// ---- the descriptor ------------------------------------------------------------------
+namespace {
+std::vector<std::int64_t> per_token(const CaseSpec& c) { return {c.shape.empty() ? 0 : c.shape[0]}; }
+std::vector<std::int64_t> loss_shape_of(const CaseSpec& c) {
+  return c.param("reduction") == 0 ? per_token(c) : std::vector<std::int64_t>{1};
+}
+}  // namespace
+
+const OpDescriptor& CrossEntropyOp::descriptor() const {
+  static const OpDescriptor d{
+      "cross_entropy",
+      1,
+      {
+          {"logits", Role::input, Layout::rows, DTypeRule::case_dtype, case_shape(), "[tokens, vocab]; a row is one token"},
+          {"targets", Role::index_input, Layout::whole, DTypeRule::i64, per_token, "[tokens] class index or ignore_index"},
+          {"dloss", Role::upstream_gradient, Layout::whole, DTypeRule::case_dtype, loss_shape_of, "[1] (mean, sum) or [tokens] (none): gradient of loss"},
+          {"loss", Role::output, Layout::whole, DTypeRule::case_dtype, loss_shape_of, "[1] (mean, sum) or [tokens] (none); z-loss folded in"},
+          {"lse", Role::output, Layout::whole, DTypeRule::case_dtype, per_token, "[tokens] log-sum-exp of the (soft-capped) logits"},
+          {"dlogits", Role::gradient, Layout::rows, DTypeRule::case_dtype, case_shape(), "[tokens, vocab] gradient of the logits"},
+      },
+      {{"Forward", {"logits", "targets"}, {"loss", "lse"}},
+          {"Backward", {"logits", "targets", "dloss"}, {"dlogits"}}},
+      [](const CaseSpec& c) { return c.shape.empty() ? std::int64_t{0} : c.shape[0]; }};
+  return d;
+}
+
 }  // namespace numgate::cross_entropy
+
+NUMGATE_REGISTER_OPS(cross_entropy) { add(std::make_unique<numgate::cross_entropy::CrossEntropyOp>()); }

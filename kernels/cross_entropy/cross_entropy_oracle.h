@@ -121,10 +121,7 @@ std::string check_targets(const std::int64_t* targets, std::int64_t tokens, std:
 
 class CrossEntropyOp final : public Op {
  public:
-  std::string name() const override { return "cross_entropy"; }
-  int formula_version() const override { return 1; }
-  std::vector<std::string> input_names() const override { return {"logits", "targets", "dloss"}; }
-  std::vector<std::string> output_names() const override { return {"loss", "lse", "dlogits"}; }
+  const OpDescriptor& descriptor() const override;  // cross_entropy_oracle.cpp: tensors, passes, formula_version
   std::vector<CaseSpec> cases() const override;  // cross_entropy_cases.cpp
   std::map<std::string, Tensor> make_inputs(const CaseSpec& c) const override;
   std::map<std::string, GoldenTensor> golden(const CaseSpec& c, const std::map<std::string, Tensor>& in64) const override;

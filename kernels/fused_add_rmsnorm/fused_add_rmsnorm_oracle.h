@@ -55,10 +55,7 @@ std::map<std::string, Tensor> reference_variant(const CaseSpec& c, const std::ma
 /// tensors residual_out, y, dx (= gradient of residual too), dw.
 class FusedAddRMSNormOp final : public Op {
  public:
-  std::string name() const override { return "fused_add_rmsnorm"; }
-  int formula_version() const override { return 1; }
-  std::vector<std::string> input_names() const override { return {"x", "residual", "w", "dy", "d_residual_out"}; }
-  std::vector<std::string> output_names() const override { return {"residual_out", "y", "dx", "dw"}; }
+  const OpDescriptor& descriptor() const override;  // fused_add_rmsnorm_oracle.cpp: tensors, passes, formula_version
   std::vector<CaseSpec> cases() const override;  // fused_add_rmsnorm_cases.cpp
   std::map<std::string, Tensor> make_inputs(const CaseSpec& c) const override;
   std::map<std::string, GoldenTensor> golden(const CaseSpec& c, const std::map<std::string, Tensor>& in64) const override;

@@ -347,4 +347,47 @@ std::map<std::string, GoldenTensor> GeGLUOp::golden(const CaseSpec& c, const std
   return golden_of(act_of(name(), c), c, in);
 }
 
+
+// ---- the descriptor ------------------------------------------------------------------
+const OpDescriptor& SwiGLUOp::descriptor() const {
+  static const OpDescriptor d{
+      "swiglu",
+      1,
+      {
+          {"a", Role::input, Layout::rows, DTypeRule::case_dtype, case_shape(), "[..., n] gate input (activation argument)"},
+          {"b", Role::input, Layout::rows, DTypeRule::case_dtype, case_shape(), "[..., n] up projection"},
+          {"dy", Role::upstream_gradient, Layout::rows, DTypeRule::case_dtype, case_shape(), "gradient of y"},
+          {"y", Role::output, Layout::rows, DTypeRule::case_dtype, case_shape(), "act(a) * b"},
+          {"da", Role::gradient, Layout::rows, DTypeRule::case_dtype, case_shape(), "dy * b * act'(a)"},
+          {"db", Role::gradient, Layout::rows, DTypeRule::case_dtype, case_shape(), "dy * act(a)"},
+      },
+      {{"Forward", {"a", "b"}, {"y"}},
+          {"Backward", {"a", "b", "dy"}, {"da", "db"}}},
+      [](const CaseSpec& c) { return rows_of(c.shape); }};
+  return d;
+}
+
+const OpDescriptor& GeGLUOp::descriptor() const {
+  static const OpDescriptor d{
+      "geglu",
+      1,
+      {
+          {"a", Role::input, Layout::rows, DTypeRule::case_dtype, case_shape(), "[..., n] gate input (activation argument)"},
+          {"b", Role::input, Layout::rows, DTypeRule::case_dtype, case_shape(), "[..., n] up projection"},
+          {"dy", Role::upstream_gradient, Layout::rows, DTypeRule::case_dtype, case_shape(), "gradient of y"},
+          {"y", Role::output, Layout::rows, DTypeRule::case_dtype, case_shape(), "act(a) * b"},
+          {"da", Role::gradient, Layout::rows, DTypeRule::case_dtype, case_shape(), "dy * b * act'(a)"},
+          {"db", Role::gradient, Layout::rows, DTypeRule::case_dtype, case_shape(), "dy * act(a)"},
+      },
+      {{"Forward", {"a", "b"}, {"y"}},
+          {"Backward", {"a", "b", "dy"}, {"da", "db"}}},
+      [](const CaseSpec& c) { return rows_of(c.shape); }};
+  return d;
+}
+
 }  // namespace numgate::glu
+
+NUMGATE_REGISTER_OPS(glu) {
+  add(std::make_unique<numgate::glu::SwiGLUOp>());
+  add(std::make_unique<numgate::glu::GeGLUOp>());
+}

@@ -58,10 +58,7 @@ std::map<std::string, Tensor> reference_variant(const std::string& op, const Cas
 
 class SwiGLUOp final : public Op {
  public:
-  std::string name() const override { return "swiglu"; }
-  int formula_version() const override { return 1; }
-  std::vector<std::string> input_names() const override { return {"a", "b", "dy"}; }
-  std::vector<std::string> output_names() const override { return {"y", "da", "db"}; }
+  const OpDescriptor& descriptor() const override;  // glu_oracle.cpp
   std::vector<CaseSpec> cases() const override;  // glu_cases.cpp
   std::map<std::string, Tensor> make_inputs(const CaseSpec& c) const override;
   std::map<std::string, GoldenTensor> golden(const CaseSpec& c, const std::map<std::string, Tensor>& in64) const override;
@@ -72,10 +69,7 @@ class SwiGLUOp final : public Op {
 
 class GeGLUOp final : public Op {
  public:
-  std::string name() const override { return "geglu"; }
-  int formula_version() const override { return 1; }
-  std::vector<std::string> input_names() const override { return {"a", "b", "dy"}; }
-  std::vector<std::string> output_names() const override { return {"y", "da", "db"}; }
+  const OpDescriptor& descriptor() const override;  // glu_oracle.cpp
   std::vector<CaseSpec> cases() const override;  // glu_cases.cpp
   std::map<std::string, Tensor> make_inputs(const CaseSpec& c) const override;
   std::map<std::string, GoldenTensor> golden(const CaseSpec& c, const std::map<std::string, Tensor>& in64) const override;

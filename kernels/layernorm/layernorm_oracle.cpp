@@ -232,4 +232,28 @@ std::map<std::string, Tensor> reference_variant(const CaseSpec& c, const std::ma
   return {{"y", y}, {"dx", dx}, {"dw", dw}, {"db", db}};
 }
 
+
+// ---- the descriptor ------------------------------------------------------------------
+const OpDescriptor& LayerNormOp::descriptor() const {
+  static const OpDescriptor d{
+      "layernorm",
+      1,
+      {
+          {"x", Role::input, Layout::rows, DTypeRule::case_dtype, case_shape(), "[..., hidden] activations; leading dims flattened into rows"},
+          {"w", Role::input, Layout::per_column, DTypeRule::case_dtype, last_dim(), "[hidden] weight (gamma)"},
+          {"b", Role::input, Layout::per_column, DTypeRule::case_dtype, last_dim(), "[hidden] bias (beta)"},
+          {"dy", Role::upstream_gradient, Layout::rows, DTypeRule::case_dtype, case_shape(), "gradient of y"},
+          {"y", Role::output, Layout::rows, DTypeRule::case_dtype, case_shape(), "(x - mean) * rstd * w + b"},
+          {"dx", Role::gradient, Layout::rows, DTypeRule::case_dtype, case_shape(), "gradient of x"},
+          {"dw", Role::gradient, Layout::per_column, DTypeRule::case_dtype, last_dim(), "gradient of w: a sum over rows"},
+          {"db", Role::gradient, Layout::per_column, DTypeRule::case_dtype, last_dim(), "gradient of b: a sum over rows"},
+      },
+      {{"Forward", {"x", "w", "b"}, {"y"}},
+          {"Backward", {"x", "w", "dy"}, {"dx", "dw", "db"}}},
+      [](const CaseSpec& c) { return rows_of(c.shape); }};
+  return d;
+}
+
 }  // namespace numgate::layernorm
+
+NUMGATE_REGISTER_OPS(layernorm) { add(std::make_unique<numgate::layernorm::LayerNormOp>()); }

@@ -56,10 +56,7 @@ std::map<std::string, Tensor> reference_variant(const CaseSpec& c, const std::ma
 /// The LayerNorm op: inputs x, w, b, dy; gated tensors y, dx, dw, db.
 class LayerNormOp final : public Op {
  public:
-  std::string name() const override { return "layernorm"; }
-  int formula_version() const override { return 1; }
-  std::vector<std::string> input_names() const override { return {"x", "w", "b", "dy"}; }
-  std::vector<std::string> output_names() const override { return {"y", "dx", "dw", "db"}; }
+  const OpDescriptor& descriptor() const override;  // layernorm_oracle.cpp: tensors, passes, formula_version
   std::vector<CaseSpec> cases() const override;  // layernorm_cases.cpp
   std::map<std::string, Tensor> make_inputs(const CaseSpec& c) const override;
   std::map<std::string, GoldenTensor> golden(const CaseSpec& c, const std::map<std::string, Tensor>& in64) const override;

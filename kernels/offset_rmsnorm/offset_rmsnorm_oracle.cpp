@@ -106,4 +106,26 @@ std::map<std::string, Tensor> reference_variant(const CaseSpec& c, const std::ma
   return rmsnorm::reference_variant(c, {{"x", in.at("x")}, {"w", wp}, {"dy", in.at("dy")}}, rmsnorm::Mutant::none);
 }
 
+
+// ---- the descriptor ------------------------------------------------------------------
+const OpDescriptor& OffsetRMSNormOp::descriptor() const {
+  static const OpDescriptor d{
+      "offset_rmsnorm",
+      1,  // bump with RMSNorm's oracle (it calls it)
+      {
+          {"x", Role::input, Layout::rows, DTypeRule::case_dtype, case_shape(), "[..., hidden] activations; leading dims flattened into rows"},
+          {"w", Role::input, Layout::per_column, DTypeRule::case_dtype, last_dim(), "[hidden] weight offset: the scale is 1 + w"},
+          {"dy", Role::upstream_gradient, Layout::rows, DTypeRule::case_dtype, case_shape(), "[..., hidden] gradient of y"},
+          {"y", Role::output, Layout::rows, DTypeRule::case_dtype, case_shape(), "x * rstd * (1 + w)"},
+          {"dx", Role::gradient, Layout::rows, DTypeRule::case_dtype, case_shape(), "gradient of x"},
+          {"dw", Role::gradient, Layout::per_column, DTypeRule::case_dtype, last_dim(), "gradient of w: a sum over rows"},
+      },
+      {{"Forward", {"x", "w"}, {"y"}},
+          {"Backward", {"x", "w", "dy"}, {"dx", "dw"}}},
+      [](const CaseSpec& c) { return rows_of(c.shape); }};
+  return d;
+}
+
 }  // namespace numgate::offset_rmsnorm
+
+NUMGATE_REGISTER_OPS(offset_rmsnorm) { add(std::make_unique<numgate::offset_rmsnorm::OffsetRMSNormOp>()); }

@@ -49,12 +49,9 @@ std::map<std::string, Tensor> reference_variant(const CaseSpec& c, const std::ma
 /// The OffsetRMSNorm op: inputs x, w, dy; gated tensors y, dx, dw.
 class OffsetRMSNormOp final : public Op {
  public:
-  std::string name() const override { return "offset_rmsnorm"; }
+  const OpDescriptor& descriptor() const override;  // offset_rmsnorm_oracle.cpp: tensors, passes, formula_version
   /// Golden and reference are RMSNorm's (rmsnorm_oracle.h) with the scale 1 + w as the
   /// weight: a change to RMSNorm's oracle must bump this version too.
-  int formula_version() const override { return 1; }
-  std::vector<std::string> input_names() const override { return {"x", "w", "dy"}; }
-  std::vector<std::string> output_names() const override { return {"y", "dx", "dw"}; }
   std::vector<CaseSpec> cases() const override;  // offset_rmsnorm_cases.cpp
   std::map<std::string, Tensor> make_inputs(const CaseSpec& c) const override;
   std::map<std::string, GoldenTensor> golden(const CaseSpec& c, const std::map<std::string, Tensor>& in64) const override;

@@ -52,12 +52,9 @@ std::map<std::string, Tensor> reference_variant(const CaseSpec& c, const std::ma
 /// The RMSNorm op: inputs x, w, dy; gated tensors y, dx, dw.
 class RMSNormOp final : public Op {
  public:
-  std::string name() const override { return "rmsnorm"; }
+  const OpDescriptor& descriptor() const override;  // rmsnorm_oracle.cpp: tensors, passes, formula_version
   /// OffsetRMSNorm's oracles call these: a formula change here bumps offset_rmsnorm's
   /// formula_version as well.
-  int formula_version() const override { return 2; }  // 2: zero_row pattern scales that row's dy
-  std::vector<std::string> input_names() const override { return {"x", "w", "dy"}; }
-  std::vector<std::string> output_names() const override { return {"y", "dx", "dw"}; }
   std::vector<CaseSpec> cases() const override;  // rmsnorm_cases.cpp
   std::map<std::string, Tensor> make_inputs(const CaseSpec& c) const override;
   std::map<std::string, GoldenTensor> golden(const CaseSpec& c, const std::map<std::string, Tensor>& in64) const override;

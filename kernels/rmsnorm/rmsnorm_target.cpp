@@ -1,54 +1,34 @@
-// RMSNorm target: dispatches a fixture case to the CUDA launchers by dtype.
-#include <stdexcept>
-
+// RMSNorm target: launches a case's passes (descriptor: rmsnorm_oracle.cpp) by dtype.
 #include "rmsnorm/rmsnorm.cuh"
 #include "target.h"
 
 namespace numgate::rmsnorm {
 namespace {
 
-struct Shape {
-  std::int64_t rows, hidden;
-};
-Shape shape_of(const CaseSpec& c) {
-  std::int64_t rows = 1;
-  for (std::size_t i = 0; i + 1 < c.shape.size(); ++i) rows *= c.shape[i];
-  return {rows, c.shape.back()};
-}
-
-cudaError_t launch_forward(const CaseSpec& c, const DevicePtrs& p, void*, std::size_t, cudaStream_t s) {
-  const Shape sh = shape_of(c);
-  return dispatch(c.dtype, [&](auto tag) {
+cudaError_t launch_forward(const Launch& l) {
+  const RowShape sh = launched_rows(l);
+  return dispatch(l.spec.dtype, [&](auto tag) {
     using T = decltype(tag);
-    return forward<T>(static_cast<const T*>(p.at("x")), static_cast<const T*>(p.at("w")), static_cast<T*>(p.at("y")),
-                      sh.rows, sh.hidden, c.param("eps"), s);
+    return forward<T>(l.ptr<const T>("x"), l.ptr<const T>("w"), l.ptr<T>("y"), sh.rows, sh.hidden, l.spec.param("eps"),
+                      l.stream);
   });
 }
 
-cudaError_t launch_backward(const CaseSpec& c, const DevicePtrs& p, void* ws, std::size_t ws_bytes, cudaStream_t s) {
-  const Shape sh = shape_of(c);
-  return dispatch(c.dtype, [&](auto tag) {
+cudaError_t launch_backward(const Launch& l) {
+  const RowShape sh = launched_rows(l);
+  return dispatch(l.spec.dtype, [&](auto tag) {
     using T = decltype(tag);
-    return backward<T>(static_cast<const T*>(p.at("x")), static_cast<const T*>(p.at("w")),
-                       static_cast<const T*>(p.at("dy")), static_cast<T*>(p.at("dx")), static_cast<T*>(p.at("dw")),
-                       sh.rows, sh.hidden, c.param("eps"), ws, ws_bytes, s);
+    return backward<T>(l.ptr<const T>("x"), l.ptr<const T>("w"), l.ptr<const T>("dy"), l.ptr<T>("dx"), l.ptr<T>("dw"),
+                       sh.rows, sh.hidden, l.spec.param("eps"), l.workspace, l.workspace_bytes, l.stream);
   });
 }
+
+std::size_t backward_workspace(const CaseSpec& c) { return backward_workspace_bytes(rows_of(c.shape), hidden_of(c)); }
 
 }  // namespace
 
-TargetOp make_target() {
-  TargetOp t;
-  t.op = "rmsnorm";
-  t.rows = [](const CaseSpec& c) { return shape_of(c).rows; };
-  t.passes.push_back({"Forward", {"y"}, [](const CaseSpec&) -> std::size_t { return 0; }, launch_forward, {"x", "w"}});
-  t.passes.push_back({"Backward", {"dx", "dw"},
-                      [](const CaseSpec& c) {
-                        const Shape sh = shape_of(c);
-                        return backward_workspace_bytes(sh.rows, sh.hidden);
-                      },
-                      launch_backward, {"x", "w", "dy"}});
-  return t;
-}
+TargetOp make_target() { return {"rmsnorm", {{"Forward", {}, launch_forward}, {"Backward", backward_workspace, launch_backward}}, {}}; }
 
 }  // namespace numgate::rmsnorm
+
+NUMGATE_REGISTER_TARGETS(rmsnorm) { add(numgate::rmsnorm::make_target()); }

@@ -210,4 +210,40 @@ std::map<std::string, Tensor> reference_variant(const CaseSpec& c, const std::ma
           {"dk", apply(in.at("dk_rot"), d.kv_heads, true)}};
 }
 
+
+// ---- the descriptor ------------------------------------------------------------------
+namespace {
+std::vector<std::int64_t> k_shape(const CaseSpec& c) {
+  if (c.shape.size() != 4) return {};
+  return {c.shape[0], c.shape[1], static_cast<std::int64_t>(c.param("kv_heads")), c.shape[3]};
+}
+std::vector<std::int64_t> tokens_shape(const CaseSpec& c) {
+  if (c.shape.size() != 4) return {};
+  return {c.shape[0], c.shape[1]};
+}
+}  // namespace
+
+const OpDescriptor& RopeOp::descriptor() const {
+  static const OpDescriptor d{
+      "rope",
+      1,
+      {
+          {"q", Role::input, Layout::rows, DTypeRule::case_dtype, case_shape(), "[batch, seq, q_heads, head_dim]; a row is one head of one token"},
+          {"k", Role::input, Layout::whole, DTypeRule::case_dtype, k_shape, "[batch, seq, kv_heads, head_dim]"},
+          {"positions", Role::index_input, Layout::whole, DTypeRule::i64, tokens_shape, "[batch, seq] position of each token"},
+          {"dq_rot", Role::upstream_gradient, Layout::rows, DTypeRule::case_dtype, case_shape(), "gradient of q_rot"},
+          {"dk_rot", Role::upstream_gradient, Layout::whole, DTypeRule::case_dtype, k_shape, "gradient of k_rot"},
+          {"q_rot", Role::output, Layout::rows, DTypeRule::case_dtype, case_shape(), "q rotated by +theta"},
+          {"k_rot", Role::output, Layout::whole, DTypeRule::case_dtype, k_shape, "k rotated by +theta"},
+          {"dq", Role::gradient, Layout::rows, DTypeRule::case_dtype, case_shape(), "dq_rot rotated by -theta"},
+          {"dk", Role::gradient, Layout::whole, DTypeRule::case_dtype, k_shape, "dk_rot rotated by -theta"},
+      },
+      {{"Forward", {"q", "k", "positions"}, {"q_rot", "k_rot"}},
+          {"Backward", {"dq_rot", "dk_rot", "positions"}, {"dq", "dk"}}},
+      [](const CaseSpec& c) { return c.shape.size() == 4 ? c.shape[0] * c.shape[1] * c.shape[2] : std::int64_t{0}; }};
+  return d;
+}
+
 }  // namespace numgate::rope
+
+NUMGATE_REGISTER_OPS(rope) { add(std::make_unique<numgate::rope::RopeOp>()); }

@@ -79,10 +79,7 @@ Dims dims_of(const CaseSpec& c);
 
 class RopeOp final : public Op {
  public:
-  std::string name() const override { return "rope"; }
-  int formula_version() const override { return 1; }
-  std::vector<std::string> input_names() const override { return {"q", "k", "positions", "dq_rot", "dk_rot"}; }
-  std::vector<std::string> output_names() const override { return {"q_rot", "k_rot", "dq", "dk"}; }
+  const OpDescriptor& descriptor() const override;  // rope_oracle.cpp: tensors, passes, formula_version
   std::vector<CaseSpec> cases() const override;  // rope_cases.cpp
   std::map<std::string, Tensor> make_inputs(const CaseSpec& c) const override;
   std::map<std::string, GoldenTensor> golden(const CaseSpec& c, const std::map<std::string, Tensor>& in64) const override;

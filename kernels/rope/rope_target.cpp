@@ -1,75 +1,57 @@
-// RoPE target: dispatches a fixture case to the CUDA launcher (rope.cuh) by dtype.
+// RoPE target: launches a case's passes (descriptor: rope_oracle.cpp) by dtype, one
+// launch each (the same kernel, inverse = false / true).
 //
-// Passes: "Forward" (q, k, positions -> q_rot, k_rot) and "Backward" (dq_rot, dk_rot,
-// positions -> dq, dk), one launch each (the same kernel, inverse = false / true).
-//
-// Rows (Replay.RowsIndependent). A row is one head of one token: rows() is
-// tokens * q_heads (batch * seq * q_heads). The replay slices row r = [r * d, (r + 1) * d)
-// out of every input whose shape is the case shape (q, dq_rot; k and dk_rot too when
-// kv_heads == q_heads), uploads every other input whole (k, dk_rot under GQA, and
-// positions), and launches row_case(r): shape {1, head_dim} with param "row_token" = the
-// row's token t = r / q_heads, so the adapter passes positions + t and the lone head turns
-// by its own token's angle. The check then says: each head launched alone at its own
-// address and 16-byte phase gives bitwise the batched head (and, when kv_heads ==
-// q_heads, the same for k). A case shape of rank 2, {n, head_dim}, is such a single-row
-// launch: one token (position positions[row_token]) with n q heads and 1 kv head.
-#include <stdexcept>
-
+// Rows. A row is one head of one token: rows = batch * seq * q_heads, row r is head
+// r % q_heads of token r / q_heads. q, dq_rot, q_rot, dq are Layout::rows; k, dk_rot,
+// k_rot, dk and positions are whole. A window of whole tokens launches those tokens; a
+// window of one row launches that q head alone with its token's position and the k head
+// it shares under GQA (kv head (r % q_heads) / (q_heads / kv_heads) of the token), as
+// tokens = 1, q_heads = kv_heads = 1. Any other window is refused (cudaErrorInvalidValue).
 #include "rope/rope.cuh"
 #include "target.h"
 
 namespace numgate::rope {
 namespace {
 
-struct Launch {
-  std::int64_t tokens, q_heads, kv_heads, head_dim;
-};
-Launch launch_of(const CaseSpec& c) {
-  if (c.shape.size() == 2) return {1, c.shape[0], 1, c.shape[1]};  // Replay.RowsIndependent's single row
-  if (c.shape.size() != 4) return {-1, 0, 0, 0};                    // rejected by the launcher
-  return {c.shape[0] * c.shape[1], c.shape[2], static_cast<std::int64_t>(c.param("kv_heads")), c.shape[3]};
-}
-
-cudaError_t run(const CaseSpec& c, const DevicePtrs& p, const char* x, const char* xk, const char* y, const char* yk,
-                bool inverse, cudaStream_t s) {
-  const Launch l = launch_of(c);
+cudaError_t run(const Launch& l, const char* x, const char* xk, const char* y, const char* yk, bool inverse) {
+  const CaseSpec& c = l.spec;
+  if (c.shape.size() != 4) return cudaErrorInvalidValue;
+  const std::int64_t q_heads = c.shape[2], head_dim = c.shape[3], kv_heads = static_cast<std::int64_t>(c.param("kv_heads"));
+  if (q_heads < 1 || kv_heads < 1 || q_heads % kv_heads != 0) return cudaErrorInvalidValue;
+  const std::int64_t all_tokens = c.shape[0] * c.shape[1];
+  const RowWindow& w = l.window;
+  std::int64_t token = 0, tokens = all_tokens, qh = q_heads, kvh = kv_heads, k_head = 0;
+  if (w.count >= 0) {
+    if (w.first % q_heads == 0 && w.count % q_heads == 0) {  // whole tokens
+      token = w.first / q_heads;
+      tokens = w.count / q_heads;
+    } else if (w.count == 1) {  // one q head alone
+      token = w.first / q_heads;
+      tokens = 1;
+      qh = kvh = 1;
+      k_head = (w.first % q_heads) / (q_heads / kv_heads);
+    } else {
+      return cudaErrorInvalidValue;
+    }
+  }
+  const std::int64_t k_offset = (token * kv_heads + k_head) * head_dim;  // k tensors are whole
   return dispatch(c.dtype, [&](auto tag) {
     using T = decltype(tag);
-    const auto row_token = static_cast<std::int64_t>(c.param_or("row_token", 0));
-    return apply<T>(static_cast<const T*>(p.at(x)), static_cast<const T*>(p.at(xk)),
-                    static_cast<const std::int64_t*>(p.at("positions")) + row_token, static_cast<T*>(p.at(y)),
-                    static_cast<T*>(p.at(yk)), l.tokens, l.q_heads, l.kv_heads, l.head_dim, c.param("theta"),
-                    c.param("interleaved") != 0.0, inverse, s);
+    return apply<T>(l.ptr<const T>(x), l.ptr<const T>(xk) + k_offset, l.ptr<const std::int64_t>("positions") + token,
+                    l.ptr<T>(y), l.ptr<T>(yk) + k_offset, tokens, qh, kvh, head_dim, c.param("theta"),
+                    c.param("interleaved") != 0.0, inverse, l.stream);
   });
 }
 
 }  // namespace
 
 TargetOp make_target() {
-  TargetOp t;
-  t.op = "rope";
-  t.rows = [](const CaseSpec& c) {
-    const Launch l = launch_of(c);
-    return l.tokens * l.q_heads;
-  };
-  t.row_case = [](const CaseSpec& c, std::int64_t r) {
-    CaseSpec one = c;
-    one.shape = {1, c.shape.back()};
-    one.params.push_back({"row_token", static_cast<double>(r / launch_of(c).q_heads)});
-    return one;
-  };
-  auto none = [](const CaseSpec&) -> std::size_t { return 0; };
-  t.passes.push_back({"Forward", {"q_rot", "k_rot"}, none,
-                      [](const CaseSpec& c, const DevicePtrs& p, void*, std::size_t, cudaStream_t s) {
-                        return run(c, p, "q", "k", "q_rot", "k_rot", false, s);
-                      },
-                      {"q", "k", "positions"}});
-  t.passes.push_back({"Backward", {"dq", "dk"}, none,
-                      [](const CaseSpec& c, const DevicePtrs& p, void*, std::size_t, cudaStream_t s) {
-                        return run(c, p, "dq_rot", "dk_rot", "dq", "dk", true, s);
-                      },
-                      {"dq_rot", "dk_rot", "positions"}});
-  return t;
+  return {"rope",
+          {{"Forward", {}, [](const Launch& l) { return run(l, "q", "k", "q_rot", "k_rot", false); }},
+           {"Backward", {}, [](const Launch& l) { return run(l, "dq_rot", "dk_rot", "dq", "dk", true); }}},
+          {}};
 }
 
 }  // namespace numgate::rope
+
+NUMGATE_REGISTER_TARGETS(rope) { add(numgate::rope::make_target()); }

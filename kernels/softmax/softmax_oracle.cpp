@@ -294,4 +294,34 @@ std::map<std::string, Tensor> reference_variant(const CaseSpec& c, const std::ma
   return {{"y", y}, {"dx", dx}};
 }
 
+
+// ---- the descriptor ------------------------------------------------------------------
+namespace {
+// [q_len, k_len]: q_len = shape[-2] (1 for rank 1).
+std::vector<std::int64_t> mask_shape(const CaseSpec& c) {
+  const std::int64_t q = c.shape.size() >= 2 ? c.shape[c.shape.size() - 2] : 1;
+  return {q, c.shape.empty() ? 0 : c.shape.back()};
+}
+}  // namespace
+
+const OpDescriptor& SoftmaxOp::descriptor() const {
+  static const OpDescriptor d{
+      "softmax",
+      1,
+      {
+          {"x", Role::input, Layout::rows, DTypeRule::case_dtype, case_shape(), "[..., q_len, k_len] scores; row r is query r mod q_len"},
+          {"mask", Role::input, Layout::whole, DTypeRule::case_dtype, mask_shape, "[q_len, k_len] additive mask (mask_mode 2; zeros otherwise)"},
+          {"dy", Role::upstream_gradient, Layout::rows, DTypeRule::case_dtype, case_shape(), "gradient of y"},
+          {"y_fwd", Role::saved_forward, Layout::rows, DTypeRule::case_dtype, case_shape(), "the saved forward output (the reference y, case dtype)"},
+          {"y", Role::output, Layout::rows, DTypeRule::case_dtype, case_shape(), "softmax(scale * x + mask) over the last dim"},
+          {"dx", Role::gradient, Layout::rows, DTypeRule::case_dtype, case_shape(), "scale * y_fwd * (dy - sum(dy * y_fwd))"},
+      },
+      {{"Forward", {"x", "mask"}, {"y"}},
+          {"Backward", {"y_fwd", "dy"}, {"dx"}}},
+      [](const CaseSpec& c) { return rows_of(c.shape); }};
+  return d;
+}
+
 }  // namespace numgate::softmax
+
+NUMGATE_REGISTER_OPS(softmax) { add(std::make_unique<numgate::softmax::SoftmaxOp>()); }

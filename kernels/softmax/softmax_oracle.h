@@ -82,10 +82,7 @@ std::map<std::string, Tensor> reference_variant(const CaseSpec& c, const std::ma
 /// The softmax op: inputs x, mask, dy, y_fwd; gated tensors y (forward) and dx (backward).
 class SoftmaxOp final : public Op {
  public:
-  std::string name() const override { return "softmax"; }
-  int formula_version() const override { return 1; }
-  std::vector<std::string> input_names() const override { return {"x", "mask", "dy", "y_fwd"}; }
-  std::vector<std::string> output_names() const override { return {"y", "dx"}; }
+  const OpDescriptor& descriptor() const override;  // softmax_oracle.cpp: tensors, passes, formula_version
   std::vector<CaseSpec> cases() const override;  // softmax_cases.cpp
   std::map<std::string, Tensor> make_inputs(const CaseSpec& c) const override;
   std::map<std::string, GoldenTensor> golden(const CaseSpec& c, const std::map<std::string, Tensor>& in64) const override;

@@ -73,10 +73,16 @@ TEST(HDF5, I64IndexTensorsRoundTripUnchangedAndPromoteExactly) {
 // tensor through the whole fixture path: draw, promote, write, read, compare.
 class GatherOp final : public Op {
  public:
-  std::string name() const override { return "gather_test"; }
-  int formula_version() const override { return 1; }
-  std::vector<std::string> input_names() const override { return {"x", "idx"}; }
-  std::vector<std::string> output_names() const override { return {"y"}; }
+  const OpDescriptor& descriptor() const override {
+    static const OpDescriptor d{"gather_test",
+                                1,
+                                {{"x", Role::input, Layout::whole, DTypeRule::case_dtype, fixed_shape({8}), "source"},
+                                 {"idx", Role::index_input, Layout::whole, DTypeRule::i64, fixed_shape({5}), "picks"},
+                                 {"y", Role::output, Layout::whole, DTypeRule::case_dtype, fixed_shape({5}), "x[idx]"}},
+                                {{"Forward", {"x", "idx"}, {"y"}}},
+                                [](const CaseSpec&) { return std::int64_t{1}; }};
+    return d;
+  }
   std::vector<CaseSpec> cases() const override { return {}; }
   std::map<std::string, Tensor> make_inputs(const CaseSpec& c) const override {
     Tensor x(c.dtype, {8}), idx(DType::i64, {5});

@@ -102,29 +102,44 @@ std::string staleness(const CaseData& c) {
     if (d.name != c.spec.name) continue;
     std::string why;
     for (const auto& diff : compare_declarations(declaration(*op, d), c)) why += (why.empty() ? "" : "; ") + diff;
+    if (!why.empty()) return why;
+    // Every stored tensor as the descriptor declares it (a fixture from another code version).
+    const OpDescriptor& desc = op->descriptor();
+    for (const auto& [n, t] : c.inputs)
+      if (t.shape != desc.tensor(n).shape(c.spec) || t.dtype != desc.tensor(n).dtype_for(c.spec))
+        why += (why.empty() ? "" : "; ") + ("inputs/" + n + " is " + std::string(dtype_name(t.dtype)) + " " +
+                                            shape_to_string(t.shape) + ", the descriptor declares " +
+                                            std::string(dtype_name(desc.tensor(n).dtype_for(c.spec))) + " " +
+                                            shape_to_string(desc.tensor(n).shape(c.spec)));
+    for (const auto& [n, g] : c.golden)
+      if (g.value.shape != desc.tensor(n).shape(c.spec))
+        why += (why.empty() ? "" : "; ") + ("golden/" + n + " has shape " + shape_to_string(g.value.shape) +
+                                            ", the descriptor declares " + shape_to_string(desc.tensor(n).shape(c.spec)));
     return why;
   }
   return "no longer declared in the code";
 }
 
-const CaseData& load(const ReplayCase& rc) {
-  static std::map<std::string, std::unique_ptr<CaseData>> cache;
-  auto& slot = cache[rc.file + ":" + rc.name];
-  if (!slot) {
-    std::unique_ptr<CaseData> c;
-    {
-      ScopedTime timed(timings().load);
-      c = std::make_unique<CaseData>(read_case(rc.file, rc.name));
-    }
-    for (const auto& [n, t] : c->inputs) timings().bytes_loaded += t.bytes.size();
-    for (const auto& [n, g] : c->golden) timings().bytes_loaded += g.value.bytes.size() + g.abs_terms.bytes.size();
-    for (const auto& [n, t] : c->reference) timings().bytes_loaded += t.bytes.size();
-    if (const std::string why = staleness(*c); !why.empty())
-      throw std::runtime_error("stale fixture " + rc.file + ", case " + rc.name + ": " + why +
-                               ". Fix: regenerate (numgate-generate; see README: Regenerating golden data)");
-    slot = std::move(c);
+std::shared_ptr<const CaseData> load(const ReplayCase& rc) {
+  static std::string cached_key;
+  static std::shared_ptr<const CaseData> cached;
+  const std::string key = rc.file + ":" + rc.name;
+  if (cached && cached_key == key) return cached;
+  cached.reset();  // one case in memory at a time
+  std::shared_ptr<CaseData> c;
+  {
+    ScopedTime timed(timings().load);
+    c = std::make_shared<CaseData>(read_case(rc.file, rc.name));
   }
-  return *slot;
+  for (const auto& [n, t] : c->inputs) timings().bytes_loaded += t.bytes.size();
+  for (const auto& [n, g] : c->golden) timings().bytes_loaded += g.value.bytes.size() + g.abs_terms.bytes.size();
+  for (const auto& [n, t] : c->reference) timings().bytes_loaded += t.bytes.size();
+  if (const std::string why = staleness(*c); !why.empty())
+    throw std::runtime_error("stale fixture " + rc.file + ", case " + rc.name + ": " + why +
+                             ". Fix: regenerate (numgate-generate; see README: Regenerating golden data)");
+  cached_key = key;
+  cached = std::move(c);
+  return cached;
 }
 
 // ---- where the time goes ---------------------------------------------------------------
@@ -155,35 +170,33 @@ std::string timing_summary() {
 
 // ---- running a pass on the device -------------------------------------------------------
 
-std::size_t elem(const CaseData& c) { return dtype_size(c.spec.dtype); }
-
 Tensor output_like(const CaseData& c, const std::string& t) { return Tensor(c.spec.dtype, c.golden.at(t).value.shape); }
 
-// Runs `pass` once with every buffer shifted by `offset_elems` elements from its
-// allocation, outputs poisoned with `poison`.
-PassRun run_pass(const CaseData& c, const TargetPass& pass, std::size_t offset_elems, unsigned char poison) {
+PassRun run_pass(const CaseData& c, const TargetPass& pass, const std::vector<std::string>& writes,
+                 std::size_t offset_elems, unsigned char poison, const Precheck& precheck) {
   ScopedTime timed(timings().device);
-  const std::size_t off = offset_elems * elem(c);
   std::map<std::string, std::unique_ptr<DeviceBuffer>> bufs;
   DevicePtrs ptrs;
   for (const auto& n : c.input_names) {
-    bufs[n] = std::make_unique<DeviceBuffer>(c.inputs.at(n).bytes.size(), off, DeviceBuffer::kNaNGuard);
-    bufs[n]->upload(c.inputs.at(n).data());
+    const Tensor& in = c.inputs.at(n);
+    bufs[n] = std::make_unique<DeviceBuffer>(in.bytes.size(), offset_elems * dtype_size(in.dtype), DeviceBuffer::kNaNGuard);
+    bufs[n]->upload(in.data());
     ptrs[n] = bufs[n]->data();
   }
-  for (const auto& t : pass.outputs) {
-    bufs[t] = std::make_unique<DeviceBuffer>(output_like(c, t).bytes.size(), off);
+  for (const auto& t : writes) {
+    bufs[t] = std::make_unique<DeviceBuffer>(output_like(c, t).bytes.size(), offset_elems * dtype_size(c.spec.dtype));
     bufs[t]->poison(poison);
     ptrs[t] = bufs[t]->data();
   }
-  const std::size_t ws_bytes = pass.workspace_bytes(c.spec);
-  DeviceBuffer ws(std::max<std::size_t>(ws_bytes, 1), off);
+  if (precheck) testing::cuda_check(precheck(c.spec, ptrs, nullptr), "the target's precheck of the case's inputs");
+  const std::size_t ws_bytes = pass.workspace_bytes ? pass.workspace_bytes(c.spec) : 0;
+  DeviceBuffer ws(std::max<std::size_t>(ws_bytes, 1), offset_elems * dtype_size(c.spec.dtype));
   ws.poison(0xFF);  // a kernel that reads workspace it did not write sees NaN
-  testing::cuda_check(pass.launch(c.spec, ptrs, ws.data(), ws_bytes, nullptr), "kernel launch");
+  testing::cuda_check(pass.launch(Launch{c.spec, ptrs, ws.data(), ws_bytes, nullptr, {}}), "kernel launch");
   testing::cuda_check(cudaDeviceSynchronize(), "kernel execution");
 
   PassRun run;
-  for (const auto& t : pass.outputs) {
+  for (const auto& t : writes) {
     Tensor out = output_like(c, t);
     const auto h = bufs[t]->download();
     std::memcpy(out.data(), h.data(), h.size());
@@ -197,12 +210,6 @@ PassRun run_pass(const CaseData& c, const TargetPass& pass, std::size_t offset_e
   for (const auto& n : c.input_names)
     if (bufs[n]->download() != c.inputs.at(n).bytes) run.problems.push_back("input " + n + " was modified");
   return run;
-}
-
-const TargetPass& find_pass(const std::string& op, const std::string& name) {
-  for (const auto& p : find_target(op).passes)
-    if (p.name == name) return p;
-  throw std::invalid_argument("op " + op + " has no pass " + name);
 }
 
 // First element whose bits differ between two launches (elements never written keep

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <map>
+#include <memory>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -80,24 +82,27 @@ std::string case_problem(const ReplayCase& rc);
 /// Empty when the fixture case matches its declaration in the code (formula version,
 /// dtype, shape, seed, pattern, op and gate parameters); else why it is stale.
 std::string staleness(const CaseData& c);
-/// Loads (once) and caches the case; throws std::runtime_error if it is stale.
-const CaseData& load(const ReplayCase& rc);
+/// Loads the case, or returns it from the cache; throws std::runtime_error if it is stale.
+/// The cache holds the last case loaded only: the replay's tests run case by case (all
+/// tests of one case, then the next), so each case is read once and host memory holds one
+/// case at a time (production cases are GBs). The caller keeps what it uses alive.
+std::shared_ptr<const CaseData> load(const ReplayCase& rc);
 
 /// Outputs of one launch, and memory-safety problems seen (guard damage, modified inputs).
 struct PassRun {
   std::map<std::string, Tensor> outputs;
   std::vector<std::string> problems;
 };
-/// Uploads the inputs, poisons the outputs with `poison` bytes (0xFF: NaN, 0x55: finite),
-/// launches `pass` with every buffer shifted `offset_elems` elements off its allocation,
-/// synchronizes, downloads. Throws std::runtime_error on a CUDA error.
-PassRun run_pass(const CaseData& c, const TargetPass& pass, std::size_t offset_elems, unsigned char poison);
+/// Uploads every input, poisons the tensors the pass writes (`writes`) with `poison` bytes
+/// (0xFF: NaN, 0x55: finite), runs `precheck` when given (a refusal throws), launches `pass`
+/// on the whole case with every buffer shifted `offset_elems` elements of its own dtype off
+/// its allocation (an i64 buffer by 8 bytes, a bf16 one by 2), synchronizes, downloads.
+/// Throws std::runtime_error on a CUDA error.
+using Precheck = std::function<cudaError_t(const CaseSpec&, const DevicePtrs&, cudaStream_t)>;
+PassRun run_pass(const CaseData& c, const TargetPass& pass, const std::vector<std::string>& writes,
+                 std::size_t offset_elems, unsigned char poison, const Precheck& precheck = {});
 /// Empty when bitwise equal; else the first differing element with both values.
 std::string first_bit_difference(const Tensor& a, const Tensor& b);
-/// Bytes per element of the case dtype.
-std::size_t elem(const CaseData& c);
-/// The pass of that name of op's target; throws std::invalid_argument.
-const TargetPass& find_pass(const std::string& op, const std::string& name);
 /// The zero tensor an output of the case is downloaded into.
 Tensor output_like(const CaseData& c, const std::string& t);
 

@@ -1,4 +1,4 @@
-// The replay can fail: deliberately broken forward kernels (kernels/rmsnorm/
+// The replay can fail: deliberately broken forward kernels (tests/gpu/mutants/
 // rmsnorm_mutants.cu) are run through the same test bed on committed cases chosen to
 // expose them, and each must be caught — by the poison / two-launch check, the guard
 // bands, or the numeric gate.
@@ -8,7 +8,7 @@
 
 #include "numgate/gate.h"
 #include "replay.h"
-#include "rmsnorm/rmsnorm_mutants.h"
+#include "mutants/rmsnorm_mutants.h"
 
 namespace numgate::testing {
 namespace {
@@ -18,21 +18,16 @@ using rmsnorm::mutant::Kind;
 TargetPass mutant_pass(Kind kind) {
   TargetPass p;
   p.name = std::string("Forward mutant ") + rmsnorm::mutant::name(kind);
-  p.outputs = {"y"};
-  p.workspace_bytes = [](const CaseSpec&) -> std::size_t { return 0; };
-  p.launch = [kind](const CaseSpec& c, const DevicePtrs& d, void*, std::size_t, cudaStream_t s) {
-    std::int64_t rows = 1;
-    for (std::size_t i = 0; i + 1 < c.shape.size(); ++i) rows *= c.shape[i];
-    const std::int64_t hidden = c.shape.back();
-    if (c.dtype == DType::bf16) {
+  p.launch = [kind](const Launch& l) {
+    const RowShape sh = launched_rows(l);
+    if (l.spec.dtype == DType::bf16) {
       using T = __nv_bfloat16;
-      return rmsnorm::mutant::forward<T>(kind, static_cast<const T*>(d.at("x")), static_cast<const T*>(d.at("w")),
-                                         static_cast<T*>(d.at("y")), rows, hidden, c.param("eps"), s);
+      return rmsnorm::mutant::forward<T>(kind, l.ptr<const T>("x"), l.ptr<const T>("w"), l.ptr<T>("y"), sh.rows,
+                                         sh.hidden, l.spec.param("eps"), l.stream);
     }
-    if (c.dtype == DType::fp32)
-      return rmsnorm::mutant::forward<float>(kind, static_cast<const float*>(d.at("x")),
-                                             static_cast<const float*>(d.at("w")), static_cast<float*>(d.at("y")),
-                                             rows, hidden, c.param("eps"), s);
+    if (l.spec.dtype == DType::fp32)
+      return rmsnorm::mutant::forward<float>(kind, l.ptr<const float>("x"), l.ptr<const float>("w"), l.ptr<float>("y"),
+                                             sh.rows, sh.hidden, l.spec.param("eps"), l.stream);
     return cudaErrorInvalidValue;
   };
   return p;
@@ -47,7 +42,7 @@ struct Caught {
 
 Caught replay_mutant(const CaseData& c, Kind kind) {
   const TargetPass pass = mutant_pass(kind);
-  const PassRun a = run_pass(c, pass, 0, 0xFF), b = run_pass(c, pass, 0, 0x55);
+  const PassRun a = run_pass(c, pass, {"y"}, 0, 0xFF), b = run_pass(c, pass, {"y"}, 0, 0x55);
   Caught k;
   k.memory = !a.problems.empty();
   for (const auto& p : a.problems) k.detail += p + "\n";
@@ -60,7 +55,7 @@ Caught replay_mutant(const CaseData& c, Kind kind) {
   return k;
 }
 
-const CaseData& committed(const std::string& name) {
+std::shared_ptr<const CaseData> committed(const std::string& name) {
   for (const auto& rc : cases_of("rmsnorm"))
     if (rc.name == name) return load(rc);
   throw std::runtime_error("committed case " + name + " not found in the fixture folders");
@@ -73,7 +68,7 @@ class ReplayMutants : public ::testing::Test {
     if (!config().have_device) GTEST_SKIP() << config().no_device_reason;
   }
   void expect(Kind kind, const std::string& case_name, bool Caught::*by) {
-    const Caught k = replay_mutant(committed(case_name), kind);
+    const Caught k = replay_mutant(*committed(case_name), kind);
     std::cout << "[ kernel mutant " << rmsnorm::mutant::name(kind) << " ] " << case_name << ": "
               << (k.any() ? "caught" : "NOT caught") << " (gate " << (k.gate_fail ? "FAIL" : "pass")
               << ", unwritten/racy " << k.unwritten_or_racy << ", out-of-bounds " << k.memory << ")\n";
@@ -100,7 +95,7 @@ TEST_F(ReplayMutants, UnbrokenSerialKernelIsNotCaught) {
   // the mutants were caught on, so the tests above are not vacuous.
   for (const char* name : {"bf16_8x4097_seed7", "bf16_3x257_seed3", "bf16_8x4096_seed7",
                            "bf16_8x5120_near_zero_variance_seed13"}) {
-    const Caught k = replay_mutant(committed(name), Kind::none);
+    const Caught k = replay_mutant(*committed(name), Kind::none);
     EXPECT_FALSE(k.any()) << name << ":\n" << k.detail;
   }
 }

@@ -11,7 +11,7 @@
 //   none                  the unbroken kernel: the control, must pass every check
 #include <cuda_bf16.h>
 
-#include "rmsnorm/rmsnorm_mutants.h"
+#include "mutants/rmsnorm_mutants.h"
 
 namespace numgate::rmsnorm::mutant {
 namespace {
