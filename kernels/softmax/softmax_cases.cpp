@@ -132,13 +132,16 @@ std::vector<CaseSpec> SoftmaxOp::cases() const {
           .production(),
       c(D::bf16, {1, 8, 512, 512}, 55).param("scale", kScale128).param("mask_mode", causal)
           .description("many short rows: 8 heads x 512 x 512, causal").production(),
-      // production: 32 heads x 4096 x 4096 needs ~4.3 GB per FP64 tensor (golden y, dx and
-      // their abs_terms, plus the promoted inputs: over 30 GB); declared at 8 heads instead.
-      c(D::bf16, {1, 8, 4096, 4096}, 100).param("scale", kScale128).param("mask_mode", causal)
-          .description("production: 8 heads x 4096 x 4096 causal (32 heads would need ~4 GB per FP64 tensor)")
+      // production: whole 4096 x 4096 causal score matrices (every query position of a
+      // 4096-key row), 2 heads. 32 heads need ~4.3 GB per FP64 tensor (over 30 GB of
+      // fixtures); the production set must fit 12 GB (README: Budgets). The benchmark times
+      // 32 heads (tools/bench.cpp kScaledShapes): rows are independent, the launch and code
+      // path do not depend on their number.
+      c(D::bf16, {1, 2, 4096, 4096}, 100).param("scale", kScale128).param("mask_mode", causal)
+          .description("production: 2 heads x 4096 x 4096 causal (benchmark: 32 heads)")
           .production(),
-      c(D::fp16, {1, 32, 1024, 4096}, 101).param("scale", kScale128).param("mask_mode", causal)
-          .description("production: 32 heads x 1024 queries x 4096 keys causal, fp16 (decode/chunked prefill)")
+      c(D::fp16, {1, 8, 1024, 4096}, 101).param("scale", kScale128).param("mask_mode", causal)
+          .description("production: 8 heads x 1024 queries x 4096 keys causal, fp16 (decode/chunked prefill)")
           .production(),
   };
 }
