@@ -5,19 +5,11 @@
 #include <nlohmann/json.hpp>
 
 #include "numgate/report.h"
+#include "numgate/tensor.h"
 
 namespace numgate::bench {
 
 namespace {
-std::string shape_str(const std::vector<std::int64_t>& shape) {
-  std::string s;
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    if (i) s += 'x';
-    s += std::to_string(shape[i]);
-  }
-  return s;
-}
-
 std::string lower(std::string s) {
   for (auto& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   return s;
@@ -42,7 +34,7 @@ std::string console_line(const Line& l, const DeviceInfo& d) {
   if (l.duplicates > 0) suffix += fmt(" (+%d more with this dtype, shape and parameters)", l.duplicates);
   if (!l.scaled_from.empty())
     suffix += fmt(" (benchmark shape; numerics verified on that case at [%s], same parameters)",
-                  shape_str(l.scaled_from).c_str());
+                  dims_str(l.scaled_from).c_str());
   // Fewer rows than SMs leaves SMs idle under one block per row, so the time is launch and
   // latency, not bandwidth; still timed, but flagged so nobody reads GB/s as bandwidth.
   if (latency_bound(l, d))
@@ -50,7 +42,7 @@ std::string console_line(const Line& l, const DeviceInfo& d) {
   return fmt("bench %-17s %-8s %s [%s]  median %.2f us  min %.2f us  %.1f GB/s  "
              "(%.1f%% of D2D copy %.1f GB/s)  case %s\n",
              l.op.c_str(), lower(l.pass).c_str(), std::string(dtype_name(l.dtype)).c_str(),
-             shape_str(l.shape).c_str(), l.median_us, l.min_us, g, 100.0 * g / d.d2d_gbps, d.d2d_gbps,
+             dims_str(l.shape).c_str(), l.median_us, l.min_us, g, 100.0 * g / d.d2d_gbps, d.d2d_gbps,
              suffix.c_str());
 }
 
