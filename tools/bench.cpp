@@ -45,7 +45,6 @@
 #include <cctype>
 #include <climits>
 #include <cstdint>
-#include <cstdarg>
 #include <cstdio>
 #include <exception>
 #include <filesystem>
@@ -86,19 +85,7 @@ struct NoDevice : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-std::string strf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-std::string strf(const char* fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  va_list ap2;
-  va_copy(ap2, ap);
-  const int n = std::vsnprintf(nullptr, 0, fmt, ap);
-  va_end(ap);
-  std::string s(n > 0 ? static_cast<std::size_t>(n) : 0, '\0');
-  if (n > 0) std::vsnprintf(s.data(), s.size() + 1, fmt, ap2);
-  va_end(ap2);
-  return s;
-}
+using numgate::bench::strf;
 
 /// Checks a CUDA runtime call (numgate::cuda_check, kernels/cuda_check.h).
 #define BENCH_CUDA(call) NUMGATE_CUDA_CHECK(call)
