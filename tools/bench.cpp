@@ -45,18 +45,19 @@
 #include <cctype>
 #include <climits>
 #include <cstdint>
-#include <map>
-#include <cstdarg>
-#include <cstdint>
 #include <cstdio>
 #include <exception>
 #include <filesystem>
+#include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "bench_fill.h"
 #include "bench_json.h"
+#include "cuda_check.h"
+#include "device_buffer.h"
 #include "numgate/fixture_file.h"
 #include "numgate/report.h"
 #include "target.h"
@@ -84,33 +85,15 @@ struct NoDevice : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-std::string strf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-std::string strf(const char* fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  va_list ap2;
-  va_copy(ap2, ap);
-  const int n = std::vsnprintf(nullptr, 0, fmt, ap);
-  va_end(ap);
-  std::string s(n > 0 ? static_cast<std::size_t>(n) : 0, '\0');
-  if (n > 0) std::vsnprintf(s.data(), s.size() + 1, fmt, ap2);
-  va_end(ap2);
-  return s;
-}
+using numgate::bench::strf;
 
-void cuda_check(cudaError_t err, const char* what, const char* file, int line) {
-  if (err != cudaSuccess) {
-    throw std::runtime_error(strf("%s failed at %s:%d: %s (%s)", what, file, line,
-                                  cudaGetErrorName(err), cudaGetErrorString(err)));
-  }
-}
-/// Checks a CUDA runtime call.
-#define BENCH_CUDA(call) cuda_check((call), #call, __FILE__, __LINE__)
+/// Checks a CUDA runtime call (numgate::cuda_check, kernels/cuda_check.h).
+#define BENCH_CUDA(call) NUMGATE_CUDA_CHECK(call)
 /// Checks a launcher's return value and then the last error.
-#define BENCH_LAUNCH(call)                                                 \
-  do {                                                                     \
-    cuda_check((call), #call, __FILE__, __LINE__);                         \
-    cuda_check(cudaGetLastError(), "launch of " #call, __FILE__, __LINE__); \
+#define BENCH_LAUNCH(call)                                                            \
+  do {                                                                                \
+    ::numgate::cuda_check((call), #call, __FILE__, __LINE__);                         \
+    ::numgate::cuda_check(cudaGetLastError(), "launch of " #call, __FILE__, __LINE__); \
   } while (0)
 
 // ------------------------------------------------------------------------------------
@@ -223,10 +206,15 @@ std::vector<BenchCase> select_cases(const numgate::Report& report, const std::st
                 op.c_str(), bc.file.c_str(), file_op.c_str()));
       continue;
     }
-    // The size filter uses the fixture's shape (the report's is not trusted), with an
-    // overflow-safe product.
-    int64_t elems = 1;
-    for (auto d : bc.spec.shape) elems = (d > 0 && elems <= INT64_MAX / d) ? elems * d : INT64_MAX;
+    // The size filter uses the fixture's shape (the report's is not trusted); numel refuses
+    // a negative extent or an overflowing product.
+    int64_t elems = 0;
+    try {
+      elems = numgate::numel(bc.spec.shape);
+    } catch (const std::exception& e) {
+      skip(e.what());
+      continue;
+    }
     if (elems < kMinElements) {
       ++n_small;
       continue;
@@ -320,24 +308,24 @@ double measure_d2d_gbps(cudaStream_t stream) {
   BENCH_CUDA(cudaMemGetInfo(&free_b, &total_b));
   std::size_t size = std::size_t(2) << 30;
   while (size > (std::size_t(64) << 20) && 2 * size > free_b / 10 * 8) size /= 2;
-  void* src = nullptr;
-  void* dst = nullptr;
+  std::optional<numgate::DeviceBuffer> src, dst;
   for (;;) {
-    cudaError_t e1 = cudaMalloc(&src, size);
-    cudaError_t e2 = e1 == cudaSuccess ? cudaMalloc(&dst, size) : e1;
-    if (e1 == cudaSuccess && e2 == cudaSuccess) break;
-    if (src) cudaFree(src);
-    src = nullptr;
-    (void)cudaGetLastError();  // clear the allocation failure
-    if (size <= (std::size_t(16) << 20)) BENCH_CUDA(e2);
-    size /= 2;
+    try {
+      src = numgate::DeviceBuffer::unguarded(size);
+      dst = numgate::DeviceBuffer::unguarded(size);
+      break;
+    } catch (const std::runtime_error&) {
+      src.reset();
+      dst.reset();
+      (void)cudaGetLastError();  // clear the allocation failure
+      if (size <= (std::size_t(16) << 20)) throw;
+      size /= 2;
+    }
   }
-  BENCH_CUDA(cudaMemsetAsync(src, 0x5a, size, stream));
+  BENCH_CUDA(cudaMemsetAsync(src->data(), 0x5a, size, stream));
   const Timing t = time_launches(stream, 3, 20, [&](int) {
-    BENCH_CUDA(cudaMemcpyAsync(dst, src, size, cudaMemcpyDeviceToDevice, stream));
+    BENCH_CUDA(cudaMemcpyAsync(dst->data(), src->data(), size, cudaMemcpyDeviceToDevice, stream));
   });
-  BENCH_CUDA(cudaFree(src));
-  BENCH_CUDA(cudaFree(dst));
   return 2.0 * static_cast<double>(size) / (t.median_us * 1e3);
 }
 
@@ -366,12 +354,6 @@ FillType fill_type(numgate::DType d) {
   throw UsageError("no random fill for i64 tensors (index inputs are zero-filled)");
 }
 
-std::size_t numel(const std::vector<int64_t>& shape) {
-  std::size_t n = 1;
-  for (auto d : shape) n *= static_cast<std::size_t>(d);
-  return n;
-}
-
 void print_line(const BenchCase& bc, const std::string& pass, const Timing& t, double bytes, int64_t rows,
                 const Device& dev, numgate::bench::Results& res) {
   numgate::bench::Line l;
@@ -396,7 +378,8 @@ void run_case(const BenchCase& bc, const Device& dev, const Options& opt, cudaSt
   const numgate::TargetOp& target = numgate::find_target(bc.op);
   const numgate::OpDescriptor& desc = numgate::find_op(bc.op).descriptor();
   const int64_t rows = desc.rows(bc.spec);
-  auto size_of = [](const numgate::TensorInfo& ti) { return numel(ti.shape) * numgate::dtype_size(ti.dtype); };
+  auto count_of = [](const numgate::TensorInfo& ti) { return static_cast<std::size_t>(numgate::numel(ti.shape)); };
+  auto size_of = [&](const numgate::TensorInfo& ti) { return count_of(ti) * numgate::dtype_size(ti.dtype); };
   auto bytes_of = [&](const std::string& t) {
     auto it = bc.tensors.find(t);
     if (it == bc.tensors.end())
@@ -433,63 +416,50 @@ void run_case(const BenchCase& bc, const Device& dev, const Options& opt, cudaSt
                 bc.op.c_str(), bc.name.c_str(), nsets);
   }
 
+  // One set: a buffer per tensor and the workspace (none when no pass needs one), freed
+  // when `sets` goes out of scope, also on an error.
   struct Set {
-    numgate::DevicePtrs ptrs;
-    void* ws = nullptr;
+    std::map<std::string, numgate::DeviceBuffer> bufs;
+    numgate::DevicePtrs ptrs;  ///< bufs' data()
+    std::optional<numgate::DeviceBuffer> ws;
   };
   std::vector<Set> sets(nsets);
-  auto free_all = [&]() {
-    for (auto& st : sets) {
-      for (auto& [n, p] : st.ptrs) cudaFree(p);
-      if (st.ws) cudaFree(st.ws);
-      st = Set{};
-    }
-  };
-  try {
-    const FillType ft = fill_type(bc.spec.dtype);
-    for (std::size_t i = 0; i < nsets; ++i) {
-      Set& st = sets[i];
-      std::uint64_t seed = 1000 + 64 * i;
-      for (const auto& [n, ti] : bc.tensors) {
-        void* p = nullptr;
-        BENCH_CUDA(cudaMalloc(&p, std::max<std::size_t>(size_of(ti), 1)));
-        st.ptrs[n] = p;
+  const FillType ft = fill_type(bc.spec.dtype);
+  for (std::size_t i = 0; i < nsets; ++i) {
+    Set& st = sets[i];
+    std::uint64_t seed = 1000 + 64 * i;
+    for (const auto& [n, ti] : bc.tensors)
+      st.ptrs[n] = st.bufs.emplace(n, numgate::DeviceBuffer::unguarded(size_of(ti))).first->second.data();
+    if (ws_bytes) st.ws = numgate::DeviceBuffer::unguarded(ws_bytes);
+    for (const auto& [n, ti] : bc.tensors) {
+      const numgate::TensorDecl& decl = desc.tensor(n);
+      if (!numgate::is_input(decl.role)) continue;
+      if (ti.dtype == numgate::DType::i64) {  // index inputs: 0 is a valid position / class
+        BENCH_CUDA(cudaMemsetAsync(st.ptrs[n], 0, size_of(ti), stream));
+        continue;
       }
-      if (ws_bytes) BENCH_CUDA(cudaMalloc(&st.ws, ws_bytes));
-      for (const auto& [n, ti] : bc.tensors) {
-        const numgate::TensorDecl& decl = desc.tensor(n);
-        if (!numgate::is_input(decl.role)) continue;
-        if (ti.dtype == numgate::DType::i64) {  // index inputs: 0 is a valid position / class
-          BENCH_CUDA(cudaMemsetAsync(st.ptrs[n], 0, size_of(ti), stream));
-          continue;
-        }
-        // Per-column parameters (weights): positive in [0.5, 1.5); the rest in [0.25, 1.25) with random signs.
-        const bool vector = decl.layout == numgate::Layout::per_column;
-        BENCH_CUDA(numgate::bench::fill_random(st.ptrs[n], ft, numel(ti.shape), seed++, vector ? 0.5f : 0.25f,
-                                               vector ? 1.5f : 1.25f, !vector, stream));
-      }
+      // Per-column parameters (weights): positive in [0.5, 1.5); the rest in [0.25, 1.25) with random signs.
+      const bool vector = decl.layout == numgate::Layout::per_column;
+      BENCH_CUDA(numgate::bench::fill_random(st.ptrs[n], ft, count_of(ti), seed++, vector ? 0.5f : 0.25f,
+                                             vector ? 1.5f : 1.25f, !vector, stream));
     }
-    BENCH_CUDA(cudaStreamSynchronize(stream));
-
-    // Index inputs were memset to 0 (valid); the target's host-side precheck (cross-entropy's
-    // target validation) is the replay's business and is never timed here.
-    for (const auto& pass : desc.passes) {
-      const numgate::TargetPass& tp = target.pass(pass.name);
-      const std::size_t pws = tp.workspace_bytes ? tp.workspace_bytes(bc.spec) : 0;
-      double bytes = 0;
-      for (const auto& t : pass.reads) bytes += static_cast<double>(bytes_of(t));
-      for (const auto& t : pass.writes) bytes += static_cast<double>(bytes_of(t));
-      const Timing tm = time_launches(stream, opt.warmup, opt.iters, [&](int i) {
-        const Set& st = sets[static_cast<std::size_t>(i) % nsets];
-        BENCH_LAUNCH(tp.launch(numgate::Launch{bc.spec, st.ptrs, st.ws, pws, stream, {}}));
-      });
-      print_line(bc, pass.name, tm, bytes, rows, dev, res);
-    }
-  } catch (...) {
-    free_all();
-    throw;
   }
-  free_all();
+  BENCH_CUDA(cudaStreamSynchronize(stream));
+
+  // Index inputs were memset to 0 (valid); the target's host-side precheck (cross-entropy's
+  // target validation) is the replay's business and is never timed here.
+  for (const auto& pass : desc.passes) {
+    const numgate::TargetPass& tp = target.pass(pass.name);
+    const std::size_t pws = tp.workspace_bytes ? tp.workspace_bytes(bc.spec) : 0;
+    double bytes = 0;
+    for (const auto& t : pass.reads) bytes += static_cast<double>(bytes_of(t));
+    for (const auto& t : pass.writes) bytes += static_cast<double>(bytes_of(t));
+    const Timing tm = time_launches(stream, opt.warmup, opt.iters, [&](int i) {
+      const Set& st = sets[static_cast<std::size_t>(i) % nsets];
+      BENCH_LAUNCH(tp.launch(numgate::Launch{bc.spec, st.ptrs, st.ws ? st.ws->data() : nullptr, pws, stream, {}}));
+    });
+    print_line(bc, pass.name, tm, bytes, rows, dev, res);
+  }
 }
 
 int run(const Options& opt, numgate::bench::Results& res) {

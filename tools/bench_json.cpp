@@ -1,36 +1,35 @@
 #include "bench_json.h"
 
 #include <cctype>
+#include <cstdarg>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "numgate/report.h"
+#include "numgate/tensor.h"
 
 namespace numgate::bench {
 
 namespace {
-std::string shape_str(const std::vector<std::int64_t>& shape) {
-  std::string s;
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    if (i) s += 'x';
-    s += std::to_string(shape[i]);
-  }
-  return s;
-}
-
 std::string lower(std::string s) {
   for (auto& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   return s;
 }
 
-template <typename... A>
-std::string fmt(const char* f, A... a) {
-  const int n = std::snprintf(nullptr, 0, f, a...);
+}  // namespace
+
+std::string strf(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  va_list ap2;
+  va_copy(ap2, ap);
+  const int n = std::vsnprintf(nullptr, 0, fmt, ap);
+  va_end(ap);
   std::string s(n > 0 ? static_cast<std::size_t>(n) : 0, '\0');
-  if (n > 0) std::snprintf(s.data(), s.size() + 1, f, a...);
+  if (n > 0) std::vsnprintf(s.data(), s.size() + 1, fmt, ap2);
+  va_end(ap2);
   return s;
 }
-}  // namespace
 
 double gbps(const Line& l) { return l.bytes / (l.median_us * 1e3); }
 
@@ -39,19 +38,19 @@ bool latency_bound(const Line& l, const DeviceInfo& d) { return l.rows < d.sm_co
 std::string console_line(const Line& l, const DeviceInfo& d) {
   const double g = gbps(l);
   std::string suffix = l.case_name;
-  if (l.duplicates > 0) suffix += fmt(" (+%d more with this dtype, shape and parameters)", l.duplicates);
+  if (l.duplicates > 0) suffix += strf(" (+%d more with this dtype, shape and parameters)", l.duplicates);
   if (!l.scaled_from.empty())
-    suffix += fmt(" (benchmark shape; numerics verified on that case at [%s], same parameters)",
-                  shape_str(l.scaled_from).c_str());
+    suffix += strf(" (benchmark shape; numerics verified on that case at [%s], same parameters)",
+                   dims_str(l.scaled_from).c_str());
   // Fewer rows than SMs leaves SMs idle under one block per row, so the time is launch and
   // latency, not bandwidth; still timed, but flagged so nobody reads GB/s as bandwidth.
   if (latency_bound(l, d))
-    suffix += fmt(" (latency-bound: %lld rows < %d SMs)", static_cast<long long>(l.rows), d.sm_count);
-  return fmt("bench %-17s %-8s %s [%s]  median %.2f us  min %.2f us  %.1f GB/s  "
-             "(%.1f%% of D2D copy %.1f GB/s)  case %s\n",
-             l.op.c_str(), lower(l.pass).c_str(), std::string(dtype_name(l.dtype)).c_str(),
-             shape_str(l.shape).c_str(), l.median_us, l.min_us, g, 100.0 * g / d.d2d_gbps, d.d2d_gbps,
-             suffix.c_str());
+    suffix += strf(" (latency-bound: %lld rows < %d SMs)", static_cast<long long>(l.rows), d.sm_count);
+  return strf("bench %-17s %-8s %s [%s]  median %.2f us  min %.2f us  %.1f GB/s  "
+              "(%.1f%% of D2D copy %.1f GB/s)  case %s\n",
+              l.op.c_str(), lower(l.pass).c_str(), std::string(dtype_name(l.dtype)).c_str(),
+              dims_str(l.shape).c_str(), l.median_us, l.min_us, g, 100.0 * g / d.d2d_gbps, d.d2d_gbps,
+              suffix.c_str());
 }
 
 nlohmann::ordered_json to_json(const Results& r) {

@@ -72,6 +72,9 @@ struct Line {
   double median_us = 0, min_us = 0;
 };
 
+/// printf into a std::string (the benchmark's console lines and messages).
+std::string strf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+
 double gbps(const Line& l);
 bool latency_bound(const Line& l, const DeviceInfo& d);
 /// The console line for `l`, ending in '\n' ("bench rmsnorm           forward  bf16 [...]  median ...").

@@ -6,7 +6,9 @@
 namespace numgate::glu {
 namespace {
 
-std::int64_t numel_of(const Launch& l) {
+// Elements of the launched rows (rows x hidden of the window; numel of the case shape for
+// a whole-case launch).
+std::int64_t launched_elements(const Launch& l) {
   const RowShape sh = launched_rows(l);
   return sh.rows * sh.hidden;
 }
@@ -16,17 +18,19 @@ TargetOp make(const std::string& op, bool geglu) {
   auto forward = [geglu](const Launch& l) {
     return dispatch(l.spec.dtype, [&](auto tag) {
       using T = decltype(tag);
-      return geglu ? geglu_forward<T>(l.ptr<const T>("a"), l.ptr<const T>("b"), l.ptr<T>("y"), numel_of(l),
-                                      tanh_of(l.spec), l.stream)
-                   : swiglu_forward<T>(l.ptr<const T>("a"), l.ptr<const T>("b"), l.ptr<T>("y"), numel_of(l), l.stream);
+      const std::int64_t n = launched_elements(l);
+      return geglu ? geglu_forward<T>(l.ptr<const T>("a"), l.ptr<const T>("b"), l.ptr<T>("y"), n, tanh_of(l.spec),
+                                      l.stream)
+                   : swiglu_forward<T>(l.ptr<const T>("a"), l.ptr<const T>("b"), l.ptr<T>("y"), n, l.stream);
     });
   };
   auto backward = [geglu](const Launch& l) {
     return dispatch(l.spec.dtype, [&](auto tag) {
       using T = decltype(tag);
       const T *a = l.ptr<const T>("a"), *b = l.ptr<const T>("b"), *dy = l.ptr<const T>("dy");
-      return geglu ? geglu_backward<T>(a, b, dy, l.ptr<T>("da"), l.ptr<T>("db"), numel_of(l), tanh_of(l.spec), l.stream)
-                   : swiglu_backward<T>(a, b, dy, l.ptr<T>("da"), l.ptr<T>("db"), numel_of(l), l.stream);
+      const std::int64_t n = launched_elements(l);
+      return geglu ? geglu_backward<T>(a, b, dy, l.ptr<T>("da"), l.ptr<T>("db"), n, tanh_of(l.spec), l.stream)
+                   : swiglu_backward<T>(a, b, dy, l.ptr<T>("da"), l.ptr<T>("db"), n, l.stream);
     });
   };
   return {op, {{"Forward", {}, forward}, {"Backward", {}, backward}}, {}};

@@ -240,7 +240,7 @@ const OpDescriptor& RopeOp::descriptor() const {
       },
       {{"Forward", {"q", "k", "positions"}, {"q_rot", "k_rot"}},
           {"Backward", {"dq_rot", "dk_rot", "positions"}, {"dq", "dk"}}},
-      [](const CaseSpec& c) { return c.shape.size() == 4 ? c.shape[0] * c.shape[1] * c.shape[2] : std::int64_t{0}; }};
+      [](const CaseSpec& c) { return c.shape.size() == 4 ? rows_of(c.shape) : std::int64_t{0}; }};
   return d;
 }
 

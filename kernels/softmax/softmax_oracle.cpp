@@ -18,8 +18,7 @@ struct Dims {
 Dims dims_of(const CaseSpec& c) {
   if (c.shape.empty() || c.shape.back() < 1)
     throw std::invalid_argument("softmax case '" + c.name + "': shape must end with k_len >= 1");
-  std::int64_t rows = 1;
-  for (std::size_t i = 0; i + 1 < c.shape.size(); ++i) rows *= c.shape[i];
+  const std::int64_t rows = rows_of(c.shape);
   const std::int64_t q = c.shape.size() >= 2 ? c.shape[c.shape.size() - 2] : 1;
   if (q < 1) throw std::invalid_argument("softmax case '" + c.name + "': q_len must be >= 1");
   return {rows, q, c.shape.back()};

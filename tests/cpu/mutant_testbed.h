@@ -68,9 +68,7 @@ inline std::vector<CaseData> small_generated_cases_of(const std::string& op, std
   std::vector<CaseData> v;
   const Op& o = find_op(op);
   for (const CaseSpec& s : o.cases()) {
-    std::size_t n = 1;
-    for (auto d : s.shape) n *= static_cast<std::size_t>(d);
-    if (s.production && n <= max_elements) v.push_back(materialize(o, s));
+    if (s.production && static_cast<std::size_t>(numel(s.shape)) <= max_elements) v.push_back(materialize(o, s));
   }
   return v;
 }

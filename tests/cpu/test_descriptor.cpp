@@ -11,12 +11,6 @@
 namespace numgate {
 namespace {
 
-std::int64_t numel(const std::vector<std::int64_t>& s) {
-  std::int64_t n = 1;
-  for (auto d : s) n *= d;
-  return n;
-}
-
 TEST(Descriptor, EveryRegisteredOpIsCoherent) {
   ASSERT_FALSE(all_ops().empty());
   for (const auto& op : all_ops()) {

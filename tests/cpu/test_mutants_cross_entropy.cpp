@@ -195,9 +195,7 @@ TEST(CrossEntropyValidation, TargetsOutsideTheVocabularyAreRefused) {
   EXPECT_THROW(op.reference(s, in), std::invalid_argument);
   // Every declared case's drawn targets are valid.
   for (const CaseSpec& cs : op.cases()) {
-    std::size_t n = 1;
-    for (auto d : cs.shape) n *= static_cast<std::size_t>(d);
-    if (n > kInMemoryLimit) continue;
+    if (static_cast<std::size_t>(numel(cs.shape)) > kInMemoryLimit) continue;
     const auto inputs = op.make_inputs(cs);
     const Tensor& t = inputs.at("targets");
     std::vector<std::int64_t> v(t.numel());

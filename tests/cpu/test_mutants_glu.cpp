@@ -50,8 +50,6 @@ void expect_caught(const std::string& op, Mutant m, bool (*must_fail)(const Case
       glu_cases(op));
 }
 
-std::int64_t numel(const CaseData& c) { return static_cast<std::int64_t>(c.inputs.at("a").numel()); }
-
 TEST(GluMutants, DsiluMissingFactorIsCaught) {
   // da = dy * b * s without (1 + a (1 - s)): wrong wherever |a| is not tiny.
   expect_caught("swiglu", Mutant::dsilu_missing_factor,

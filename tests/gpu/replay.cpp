@@ -188,12 +188,12 @@ PassRun run_pass(const CaseData& c, const TargetPass& pass, const std::vector<st
     bufs[t]->poison(poison);
     ptrs[t] = bufs[t]->data();
   }
-  if (precheck) testing::cuda_check(precheck(c.spec, ptrs, nullptr), "the target's precheck of the case's inputs");
+  if (precheck) cuda_check(precheck(c.spec, ptrs, nullptr), "the target's precheck of the case's inputs");
   const std::size_t ws_bytes = pass.workspace_bytes ? pass.workspace_bytes(c.spec) : 0;
   DeviceBuffer ws(std::max<std::size_t>(ws_bytes, 1), offset_elems * dtype_size(c.spec.dtype));
   ws.poison(0xFF);  // a kernel that reads workspace it did not write sees NaN
-  testing::cuda_check(pass.launch(Launch{c.spec, ptrs, ws.data(), ws_bytes, nullptr, {}}), "kernel launch");
-  testing::cuda_check(cudaDeviceSynchronize(), "kernel execution");
+  cuda_check(pass.launch(Launch{c.spec, ptrs, ws.data(), ws_bytes, nullptr, {}}), "kernel launch");
+  cuda_check(cudaDeviceSynchronize(), "kernel execution");
 
   PassRun run;
   for (const auto& t : writes) {

@@ -41,7 +41,6 @@
 namespace numgate {
 namespace {
 
-using testing::DeviceBuffer;
 using namespace numgate::testing;
 
 std::map<std::string, CaseReport>& results() {
@@ -68,10 +67,7 @@ CaseReport& report_for(const ReplayCase& rc, const CaseData& c) {
 // An unreadable case is not large: its replay then fails to load it and records FAIL rows.
 bool large(const ReplayCase& rc) {
   try {
-    const CaseData a = read_case_attributes(rc.file, rc.name);
-    std::int64_t n = 1;
-    for (auto d : a.spec.shape) n *= d;
-    return n > (std::int64_t{1} << 22);
+    return numel(read_case_attributes(rc.file, rc.name).spec.shape) > (std::int64_t{1} << 22);
   } catch (...) {
     return false;
   }
@@ -248,12 +244,11 @@ class Replay : public ::testing::Test {
           for (const auto& n : c.input_names) place(n, &c.inputs.at(n), c.inputs.at(n).bytes.size(), true);
           for (const auto& t : decl.writes) place(t, nullptr, output_like(c, t).bytes.size(), false);
           if (target().precheck)
-            testing::cuda_check(target().precheck(c.spec, ptrs, nullptr), "the target's precheck of the case's inputs");
+            cuda_check(target().precheck(c.spec, ptrs, nullptr), "the target's precheck of the case's inputs");
           const std::size_t ws_bytes = pass.workspace_bytes ? pass.workspace_bytes(c.spec) : 0;
           DeviceBuffer ws(std::max<std::size_t>(ws_bytes, 1), 0);
-          testing::cuda_check(pass.launch(Launch{c.spec, ptrs, ws.data(), ws_bytes, nullptr, RowWindow{r, 1}}),
-                              "kernel launch");
-          testing::cuda_check(cudaDeviceSynchronize(), "kernel execution");
+          cuda_check(pass.launch(Launch{c.spec, ptrs, ws.data(), ws_bytes, nullptr, RowWindow{r, 1}}), "kernel launch");
+          cuda_check(cudaDeviceSynchronize(), "kernel execution");
           for (const auto& [n, b] : bufs)
             if (const std::string dmg = b->guard_damage(); !dmg.empty())
               ADD_FAILURE() << c.spec.name << " row " << r << " alone, " << n << ": out-of-bounds " << dmg;

@@ -1,18 +1,20 @@
-// A device buffer for replay: guard bands on both sides, poisoning, and a deliberate
+// numgate — the one device buffer (RAII over cudaMalloc / cudaFree) of the replay and the
+// benchmark.
+//
+// Guarded (the replay): guard bands on both sides, poisoning, and a deliberate
 // misalignment option, so unwritten elements and out-of-bounds writes cannot pass.
+// Unguarded (the benchmark): a plain allocation, nothing around it, not initialized.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstddef>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
-namespace numgate::testing {
+#include "cuda_check.h"
 
-/// Throws std::runtime_error with the call site and CUDA's message.
-void cuda_check(cudaError_t e, const char* what);
+namespace numgate {
 
 class DeviceBuffer {
  public:
@@ -22,12 +24,19 @@ class DeviceBuffer {
   /// Guard-band byte of input buffers: NaN in every float dtype, so an out-of-bounds
   /// read poisons the result (and a write there is still seen as damage).
   static constexpr unsigned char kNaNGuard = 0xFF;
-  /// bytes: payload size; offset: extra bytes before the payload (e.g. one element, to
-  /// make the pointer deliberately not 16-byte aligned), filled like the guards.
+  /// Guarded: bytes: payload size; offset: extra bytes before the payload (e.g. one
+  /// element, to make the pointer deliberately not 16-byte aligned), filled like the
+  /// guards. Guards and offset are filled with `guard`; the payload is not initialized.
+  /// Throws std::runtime_error (cuda_check) when allocating or filling fails.
   DeviceBuffer(std::size_t bytes, std::size_t offset = 0, unsigned char guard = kCanary);
+  /// Unguarded: cudaMalloc of max(bytes, 1) bytes (never a null pointer), not
+  /// initialized; bytes() is `bytes`, guard_damage() always empty.
+  static DeviceBuffer unguarded(std::size_t bytes);
   ~DeviceBuffer();
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  DeviceBuffer(DeviceBuffer&& o) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
 
   void* data() const { return payload_; }
   std::size_t bytes() const { return bytes_; }
@@ -35,14 +44,19 @@ class DeviceBuffer {
   std::vector<unsigned char> download() const;
   /// Fills the payload with one repeated byte (0xFF: NaN in every float dtype; 0x55: finite).
   void poison(unsigned char byte);
-  /// Empty when both guard bands still hold the canary; else where they were overwritten.
+  /// Empty when both guard bands still hold the canary (or the buffer is unguarded); else
+  /// where they were overwritten.
   std::string guard_damage() const;
 
  private:
+  DeviceBuffer() = default;
+  void release() noexcept;
+
   unsigned char* base_ = nullptr;
   unsigned char* payload_ = nullptr;
   std::size_t bytes_ = 0, total_ = 0;
   unsigned char guard_ = kCanary;
+  bool guarded_ = true;
 };
 
-}  // namespace numgate::testing
+}  // namespace numgate
