@@ -207,6 +207,95 @@ void check_variants(const std::string& label, const std::string& tensor, const C
   run("envelope_length 2^20", spec, long_env, ref_off, &ulps);
 }
 
+// The inline conversions of the gate's loops (dtype.h, namespace fast) against the
+// out-of-line ones: every bf16/fp16 pattern, every midpoint between neighbouring values
+// (ties, and one FP64 ulp either side), and millions of random doubles of every exponent.
+template <DType T>
+void expect_fast_conversions() {
+  const char* name = dtype_name(T).data();
+  auto same_bits = [](double a, double b) { return (std::isnan(a) && std::isnan(b)) || bits_of(a) == bits_of(b); };
+  int failures = 0;
+  auto check_round = [&](double v) {
+    const double want = round_to_dtype(v, T), got = fast::round<T>(v);
+    if (!same_bits(got, want) && failures++ < 10)
+      ADD_FAILURE() << name << " round(" << std::hexfloat << v << ") = " << got << ", want " << want;
+  };
+  Mix rng{static_cast<std::uint64_t>(T) + 7};
+  for (int k = 0; k < 1000000; ++k) check_round(fast::double_of(rng.next()));  // any pattern
+  for (int k = 0; k < 1000000; ++k) {  // around the dtype's range, subnormals to overflow
+    const int e = T == DType::fp64 ? static_cast<int>(rng.below(2100)) - 1080
+                  : T == DType::fp16 ? static_cast<int>(rng.below(50)) - 30 : static_cast<int>(rng.below(300)) - 160;
+    check_round((rng.below(2) ? -1.0 : 1.0) * std::ldexp(1.0 + rng.uniform(), e));
+  }
+  if constexpr (T == DType::bf16 || T == DType::fp16) {
+    Tensor all(T, {65536});
+    for (std::uint32_t b = 0; b < 65536; ++b) {
+      const auto h = static_cast<std::uint16_t>(b);
+      std::memcpy(all.bytes.data() + 2 * b, &h, 2);
+    }
+    for (std::size_t i = 0; i < 65536; ++i) {
+      const double v = all.get(i);
+      EXPECT_TRUE(same_bits(fast::load<T>(all.bytes.data(), i), v)) << name << " pattern " << i;
+      if (!std::isfinite(v)) continue;
+      EXPECT_EQ(fast::ordinal_at<T>(all.bytes.data(), i), fast::ordinal<T>(v)) << name << " pattern " << i;
+      EXPECT_EQ(ulp_distance(v, 0.0, T), std::abs(fast::ordinal<T>(v))) << name << " pattern " << i;
+      if ((i & 0x7FFF) == 0x7FFF) continue;
+      double next = all.get(i + 1);  // the neighbour away from zero; past the largest finite
+      if (std::isinf(next)) next = v + (v - all.get(i - 1));  // value, where it would be: overflow ties
+      if (!std::isfinite(next)) continue;
+      const double mid = 0.5 * (v + next);  // exact in FP64
+      for (double x : {mid, std::nextafter(mid, -INFINITY), std::nextafter(mid, INFINITY)}) check_round(x);
+      const std::size_t j = rng.below(65536);
+      if (std::isfinite(all.get(j)))
+        EXPECT_EQ(ulp_distance(v, all.get(j), T), std::abs(fast::ordinal<T>(v) - fast::ordinal<T>(all.get(j))))
+            << name << " patterns " << i << ", " << j;
+    }
+  } else {
+    Tensor some(T, {1 << 16});
+    const std::size_t es = dtype_size(T);
+    for (std::size_t i = 0; i < some.numel(); ++i) {
+      const std::uint64_t b = rng.next();
+      std::memcpy(some.bytes.data() + es * i, &b, es);
+    }
+    for (std::size_t i = 0; i < some.numel(); ++i) {
+      const double v = some.get(i);
+      EXPECT_TRUE(same_bits(fast::load<T>(some.bytes.data(), i), v)) << name << " element " << i;
+      if (!std::isfinite(v)) continue;
+      EXPECT_EQ(fast::ordinal_at<T>(some.bytes.data(), i), fast::ordinal<T>(v)) << name << " element " << i;
+      const double w = some.get(rng.below(some.numel()));
+      if (std::isfinite(w) && T == DType::fp32)
+        EXPECT_EQ(ulp_distance(v, w, T), std::abs(fast::ordinal<T>(v) - fast::ordinal<T>(w))) << name << " " << i;
+      if constexpr (T == DType::fp32) {  // midpoints to the neighbour away from zero
+        const double next = std::nextafter(static_cast<float>(v), std::copysign(INFINITY, static_cast<float>(v)));
+        if (!std::isfinite(next)) continue;  // the overflow tie is checked below
+        const double mid = 0.5 * (v + next);
+        for (double x : {mid, std::nextafter(mid, -INFINITY), std::nextafter(mid, INFINITY)}) check_round(x);
+      }
+    }
+  }
+  // Edges: the overflow tie and its neighbours, the largest finite, the smallest subnormal
+  // and half of it (a tie to zero), the smallest normal, signed zeros.
+  const int p = dtype_precision(T);
+  const int emin = T == DType::fp16 ? -14 : T == DType::fp64 ? -1022 : -126;
+  const double max_finite = std::ldexp(2.0 - std::ldexp(1.0, 1 - p), T == DType::fp16 ? 15 : T == DType::fp64 ? 1023 : 127);
+  const double tie = T == DType::fp64 ? max_finite : max_finite + std::ldexp(1.0, (T == DType::fp16 ? 15 : 127) - p);
+  const double sub = std::ldexp(1.0, emin - p + 1);
+  for (double s : {1.0, -1.0})
+    for (double x : {tie, std::nextafter(tie, 0.0), std::nextafter(tie, INFINITY), max_finite, sub, sub / 2,
+                     std::nextafter(sub / 2, 0.0), std::nextafter(sub / 2, 1.0), 1.5 * sub, 2.5 * sub,
+                     std::ldexp(1.0, emin), std::nextafter(std::ldexp(1.0, emin), 0.0), 0.0, 0x1p-1074,
+                     std::numeric_limits<double>::max()})
+      check_round(s * x);
+  EXPECT_EQ(failures, 0) << name;
+}
+
+TEST(GateEquivalence, InlineConversionsGiveTheOutOfLineBits) {
+  expect_fast_conversions<DType::bf16>();
+  expect_fast_conversions<DType::fp16>();
+  expect_fast_conversions<DType::fp32>();
+  expect_fast_conversions<DType::fp64>();
+}
+
 // One test over all committed cases, so that it can require the variants to reach every verdict.
 TEST(GateEquivalence, EveryCommittedCaseGivesTheLegacyResultBitForBit) {
   Counts counts;
