@@ -78,7 +78,7 @@ struct Counts {
 };
 
 // evaluate_gate with 1, 2, 3 and 8 threads against the legacy gate, and check_structure
-// against legacy_check_structure; counts the legacy verdicts (coverage).
+// against the legacy structure checks; counts the legacy verdicts (coverage).
 void expect_same(const std::string& label, const std::string& tensor, const CaseSpec& spec,
                  const GoldenTensor& golden, const Tensor& reference, const Tensor* target, Counts& counts) {
   const GateResult want = legacy::legacy_evaluate_gate(tensor, spec, golden, reference, target);
@@ -92,13 +92,17 @@ void expect_same(const std::string& label, const std::string& tensor, const Case
     EXPECT_EQ(d, "") << label << ", " << threads << " thread(s):\n" << describe(want, spec);
     if (!d.empty()) return;
   }
-  for (const Tensor* t : {&reference, target}) {
-    if (!t) continue;
-    const StructureCheck a = check_structure(golden.value, spec.dtype, *t);
-    const StructureCheck b = legacy::legacy_check_structure(golden.value, spec.dtype, *t);
-    EXPECT_EQ(a.ok, b.ok) << label;
-    EXPECT_EQ(a.message, b.message) << label;
-  }
+  // check_structure: the legacy evaluate_gate's structure results are legacy_check_structure's,
+  // unless the exact-zero rule (which runs only on a structure that was ok) replaced them.
+  auto expect_structure = [&](const Tensor& t, const StructureCheck& legacy_gate) {
+    StructureCheck want = legacy_gate;
+    if (want.message.find("whose FP64 terms are all zero") != std::string::npos) want = StructureCheck{};
+    const StructureCheck got = check_structure(golden.value, spec.dtype, t);
+    EXPECT_EQ(got.ok, want.ok) << label;
+    EXPECT_EQ(got.message, want.message) << label;
+  };
+  expect_structure(reference, want.reference_structure);
+  if (target) expect_structure(*target, want.target_structure);
 }
 
 struct Mix {  // splitmix64: a small deterministic stream for perturbations
@@ -175,9 +179,11 @@ void check_variants(const std::string& label, const std::string& tensor, const C
   Tensor reshaped = reference;  // structure: wrong shape, same elements
   reshaped.shape = {static_cast<std::int64_t>(n), 1};
   run("wrong shape", spec, golden, reference, &reshaped);
-  for (DType other : {DType::fp32, DType::bf16, DType::fp16, DType::fp64}) {
-    if (other == spec.dtype) continue;
-    const Tensor converted = ulps.to(other);  // wrong dtype: still compared elementwise
+  {  // wrong dtype: still compared elementwise (another dtype for each tensor, from the seed)
+    const DType others[] = {DType::fp32, DType::bf16, DType::fp16, DType::fp64};
+    DType other = others[seed % 4];
+    if (other == spec.dtype) other = others[(seed + 1) % 4];
+    const Tensor converted = ulps.to(other);
     run("dtype " + std::string(dtype_name(other)), u1, golden, reference, &converted);
     run("reference in dtype " + std::string(dtype_name(other)), spec, golden, converted, &ulps);
   }
@@ -364,8 +370,6 @@ TEST(GateEquivalence, LargeRandomTensorsOfEveryDtype) {
     CaseSpec u = spec;
     u.gate.ulp_limit = 2;
     expect_same(label + " / target, ulp_limit 2", "y", u, g, ref, &tgt, counts);
-    u.gate.ulp_limit = 7;
-    expect_same(label + " / target, ulp_limit 7", "y", u, g, ref, &tgt, counts);
     // Structure: the reference mirrors the golden's NaN/Inf (set() rounds, so overflow
     // is Inf already); break a few places of the target far apart.
     Tensor broken = tgt;
@@ -378,10 +382,9 @@ TEST(GateEquivalence, LargeRandomTensorsOfEveryDtype) {
         nonzero.set(i, tiny);
         ++hit;
       }
-    expect_same(label + " / exact zeros violated", "y", u, g, ref, &nonzero, counts);
-    GoldenTensor long_env = g;
+    GoldenTensor long_env = g;  // and an envelope wide enough for some of the shifts
     long_env.envelope_length = 1 << 24;
-    expect_same(label + " / envelope 2^24", "y", spec, long_env, ref, &tgt, counts);
+    expect_same(label + " / exact zeros violated, envelope 2^24", "y", u, long_env, ref, &nonzero, counts);
   }
   // The inputs reach FAIL and NOT RUN at least (the committed cases cover every verdict).
   EXPECT_GT(counts.verdicts[static_cast<std::size_t>(Verdict::fail)], 0);
