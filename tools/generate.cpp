@@ -20,6 +20,7 @@
 #include <thread>
 #include <chrono>
 #include <filesystem>
+#include <memory>
 #include <set>
 
 #include "numgate/fixture_file.h"
@@ -197,14 +198,18 @@ int main(int argc, char** argv) {
     int stale = 0;
     // One pool of work over every op that needs writing: cases are independent pure
     // functions of their declaration, so they are materialized on several threads (the
-    // bits do not depend on the thread count or order); an op's file is written by
-    // whichever thread finishes its last case.
+    // bits do not depend on the thread count or order). Each op's file is written
+    // incrementally (FixtureWriter): a materialized case is appended as soon as every case
+    // handed out before it in that op has been, and then freed, so only the cases in
+    // flight (about one per thread) are in memory, not whole ops.
     struct Job {
       const Op* op;
       std::string name, path;
       std::vector<CaseSpec> cases;
-      std::vector<CaseData> data;
-      std::size_t done = 0;
+      std::vector<std::size_t> order;                // case indices in the order handed out = written
+      std::vector<std::unique_ptr<CaseData>> ready;  // by position in `order`, until written
+      std::size_t written = 0;                       // positions appended so far
+      std::unique_ptr<FixtureWriter> writer;
     };
     std::vector<Job> jobs_todo;
     for (const auto& name : ops) find_op(name);  // an unknown --op is a usage error, before any work
@@ -223,68 +228,97 @@ int main(int argc, char** argv) {
         continue;
       }
       if (production && !force) {
+        const auto t0 = std::chrono::steady_clock::now();
         const std::string why = fixture_not_current(path, op, cases);
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         if (why.empty()) {
-          spdlog::info("{} is current ({} cases, digests verified); --force regenerates it", path, cases.size());
+          spdlog::info("{} is current ({} cases, digests verified in {:.2f} s); --force regenerates it", path,
+                       cases.size(), s);
           continue;
         }
         spdlog::info("regenerating {}: {}", path, why);
       }
       std::filesystem::create_directories(out_dir);
-      Job j{&op, name, path, std::move(cases), {}, 0};
-      j.data.resize(j.cases.size());
+      Job j{&op, name, path, std::move(cases), {}, {}, 0, nullptr};
       jobs_todo.push_back(std::move(j));
     }
-    std::vector<std::pair<std::size_t, std::size_t>> work;  // (job, case)
-    for (std::size_t j = 0; j < jobs_todo.size(); ++j)
-      for (std::size_t i = 0; i < jobs_todo[j].cases.size(); ++i) work.emplace_back(j, i);
-    auto numel_of = [&](const std::pair<std::size_t, std::size_t>& w) {
+    auto numel_of = [&](const Job& j, std::size_t i) {
       std::int64_t n = 1;
-      for (auto d : jobs_todo[w.first].cases[w.second].shape) n *= d;
+      for (auto d : j.cases[i].shape) n *= d;
       return n;
     };
-    // Largest first within each op, one op after the other: an op's file is written (and
-    // its data freed) soon after its cases are handed out, so at most about two ops'
-    // production data are in memory at once, while idle threads move on to the next op.
-    std::stable_sort(work.begin(), work.end(), [&](const auto& x, const auto& y) {
-      return x.first != y.first ? x.first < y.first : numel_of(x) > numel_of(y);
-    });
+    // Ops one after the other. Committed files: cases in declared order (the files' bytes
+    // stay those of every earlier build). Production: largest first within each op, so no
+    // large case starts last while the other threads idle; that order is deterministic
+    // (stable sort of the declared order), and it is also the order the cases are stored in.
+    std::vector<std::pair<std::size_t, std::size_t>> work;  // (job, position in its order)
+    for (std::size_t j = 0; j < jobs_todo.size(); ++j) {
+      Job& job = jobs_todo[j];
+      job.order.resize(job.cases.size());
+      for (std::size_t i = 0; i < job.order.size(); ++i) job.order[i] = i;
+      if (production)
+        std::stable_sort(job.order.begin(), job.order.end(),
+                         [&](std::size_t x, std::size_t y) { return numel_of(job, x) > numel_of(job, y); });
+      job.ready.resize(job.cases.size());
+      for (std::size_t k = 0; k < job.order.size(); ++k) work.emplace_back(j, k);
+    }
     // An op without cases in this set still gets its (empty) file written.
     for (auto& j : jobs_todo)
-      if (j.cases.empty()) write_fixture_file(j.path, j.name, j.op->formula_version(), j.data, !production);
+      if (j.cases.empty()) write_fixture_file(j.path, j.name, j.op->formula_version(), {}, !production);
 
     std::exception_ptr failure;
     std::atomic<std::size_t> next{0};
-    std::mutex mutex;
+    std::atomic<bool> stop{false};
+    std::mutex mutex;       // jobs' bookkeeping
     std::mutex hdf5_mutex;  // the HDF5 library may be built without thread safety: one writer at a time
+    // Appends every case of `j` that is next in its order and ready, then commits the file
+    // after its last case. Whoever deposits a case calls it; one thread at a time writes.
+    auto drain = [&](Job& j) {
+      std::lock_guard<std::mutex> hdf5_lock(hdf5_mutex);
+      for (;;) {
+        std::unique_ptr<CaseData> d;
+        {
+          std::lock_guard<std::mutex> lock(mutex);
+          if (stop || j.written == j.order.size() || !j.ready[j.written]) return;
+          d = std::move(j.ready[j.written]);
+        }
+        if (!j.writer)
+          j.writer = std::make_unique<FixtureWriter>(j.path, j.name, j.op->formula_version(), /*compress=*/!production);
+        j.writer->append(*d);
+        d.reset();  // freed as soon as it is on disk
+        bool last = false;
+        {
+          std::lock_guard<std::mutex> lock(mutex);
+          last = ++j.written == j.order.size();
+        }
+        if (last) {
+          j.writer->commit();
+          j.writer.reset();
+          spdlog::info("wrote {} ({} cases, {:.2f} MB)", j.path, j.cases.size(),
+                       static_cast<double>(std::filesystem::file_size(j.path)) / 1e6);
+        }
+      }
+    };
     auto worker = [&] {
-      for (std::size_t k; (k = next++) < work.size();) {
+      for (std::size_t k; !stop && (k = next++) < work.size();) {
         Job& j = jobs_todo[work[k].first];
-        const std::size_t i = work[k].second;
+        const std::size_t pos = work[k].second, i = j.order[pos];
         const auto t0 = std::chrono::steady_clock::now();
-        CaseData d;
+        auto d = std::make_unique<CaseData>();
         try {
-          d = materialize(*j.op, j.cases[i]);
+          *d = materialize(*j.op, j.cases[i]);
         } catch (const std::bad_alloc&) {
           throw std::runtime_error("generating " + j.name + "/" + j.cases[i].name + ": out of memory (lower -j)");
         } catch (const std::exception& e) {
           throw std::runtime_error("generating " + j.name + "/" + j.cases[i].name + ": " + e.what());
         }
         const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        bool last = false;
         {
           std::lock_guard<std::mutex> lock(mutex);
-          j.data[i] = std::move(d);
-          last = ++j.done == j.cases.size();
+          j.ready[pos] = std::move(d);
           spdlog::info("generated {}/{} ({:.2f} s)", j.name, j.cases[i].name, s);
         }
-        if (last) {
-          std::lock_guard<std::mutex> hdf5_lock(hdf5_mutex);
-          write_fixture_file(j.path, j.name, j.op->formula_version(), j.data, /*compress=*/!production);
-          std::vector<CaseData>().swap(j.data);
-          spdlog::info("wrote {} ({} cases, {:.2f} MB)", j.path, j.cases.size(),
-                       static_cast<double>(std::filesystem::file_size(j.path)) / 1e6);
-        }
+        drain(j);
       }
     };
     std::vector<std::thread> pool;
@@ -295,11 +329,12 @@ int main(int argc, char** argv) {
       } catch (...) {
         std::lock_guard<std::mutex> lock(mutex);
         if (!failure) failure = std::current_exception();
+        stop = true;  // no more cases, and no more HDF5 calls after a failed write
         next = work.size();
       }
     });
     for (auto& t : pool) t.join();
-    if (failure) std::rethrow_exception(failure);
+    if (failure) std::rethrow_exception(failure);  // unfinished writers remove their temporaries
     if (do_check) {
       if (stale) {
         spdlog::error("{} stale case(s) or stray file(s): regenerate with `numgate-generate` (README: Regenerating "
