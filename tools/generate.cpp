@@ -10,11 +10,13 @@
 #include <spdlog/spdlog.h>
 
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <atomic>
+#include <condition_variable>
 #include <exception>
 #include <mutex>
 #include <thread>
@@ -148,6 +150,18 @@ int stray_entries(const std::string& dir, bool production) {
   return found;
 }
 
+// Host memory of one case while it is materialized (inputs, their FP64 promotions, golden
+// values and sums of |terms| in FP64, reference, the oracles' temporaries), per element of
+// its declared shape: measured 127 bytes for softmax's 1x8x4096x4096 production case (17.1
+// GB), 101 for RMSNorm's 1x8192x4096. An estimate for scheduling, not a limit.
+constexpr double kBytesPerElement = 128;
+
+double default_memory_budget_gb() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  const double physical_gb = pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) / 1e9 : 24;
+  return std::min(16.0, physical_gb * 2 / 3);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -180,6 +194,13 @@ int main(int argc, char** argv) {
   unsigned jobs = std::max(1u, std::thread::hardware_concurrency());
   app.add_option("--jobs,-j", jobs, "Cases generated in parallel, across all selected ops (the output does not depend on it)")
       ->capture_default_str();
+  double memory_budget_gb = default_memory_budget_gb();
+  app.add_option("--memory-budget-gb", memory_budget_gb,
+                 "Host memory for the cases in flight (materializing or waiting to be written), estimated at " +
+                     std::to_string(kBytesPerElement) +
+                     " bytes per element of a case's shape; a case above it runs alone; 0 = no limit (default: "
+                     "min(16, 2/3 of physical memory))")
+      ->check(CLI::NonNegativeNumber);
   CLI11_PARSE(app, argc, argv);
 
   if (require_device) {
@@ -208,6 +229,7 @@ int main(int argc, char** argv) {
       std::vector<CaseSpec> cases;
       std::vector<std::size_t> order;                // case indices in the order handed out = written
       std::vector<std::unique_ptr<CaseData>> ready;  // by position in `order`, until written
+      std::vector<std::size_t> work_index;           // by position: index into `work`
       std::size_t written = 0;                       // positions appended so far
       std::unique_ptr<FixtureWriter> writer;
     };
@@ -239,7 +261,7 @@ int main(int argc, char** argv) {
         spdlog::info("regenerating {}: {}", path, why);
       }
       std::filesystem::create_directories(out_dir);
-      Job j{&op, name, path, std::move(cases), {}, {}, 0, nullptr};
+      Job j{&op, name, path, std::move(cases), {}, {}, {}, 0, nullptr};
       jobs_todo.push_back(std::move(j));
     }
     auto numel_of = [&](const Job& j, std::size_t i) {
@@ -260,27 +282,66 @@ int main(int argc, char** argv) {
         std::stable_sort(job.order.begin(), job.order.end(),
                          [&](std::size_t x, std::size_t y) { return numel_of(job, x) > numel_of(job, y); });
       job.ready.resize(job.cases.size());
-      for (std::size_t k = 0; k < job.order.size(); ++k) work.emplace_back(j, k);
+      job.work_index.resize(job.cases.size());
+      for (std::size_t k = 0; k < job.order.size(); ++k) {
+        job.work_index[k] = work.size();
+        work.emplace_back(j, k);
+      }
     }
     // An op without cases in this set still gets its (empty) file written.
     for (auto& j : jobs_todo)
       if (j.cases.empty()) write_fixture_file(j.path, j.name, j.op->formula_version(), {}, !production);
 
     std::exception_ptr failure;
-    std::atomic<std::size_t> next{0};
     std::atomic<bool> stop{false};
-    std::mutex mutex;       // jobs' bookkeeping
+    std::mutex mutex;       // jobs' bookkeeping and the scheduler
     std::mutex hdf5_mutex;  // the HDF5 library may be built without thread safety: one writer at a time
+    std::condition_variable changed;
+    // The scheduler: a case starts when its estimated memory fits in what the cases in
+    // flight (materializing, or materialized and waiting for their turn to be written)
+    // leave of the budget, taking the first that fits in work order; when none fits and no
+    // case is materializing, the first not started runs anyway (alone, or beside cases
+    // that wait for it: never a deadlock). The files do not depend on this order.
+    const double budget = memory_budget_gb * 1e9;
+    std::vector<double> cost(work.size());
+    for (std::size_t k = 0; k < work.size(); ++k) {
+      const Job& j = jobs_todo[work[k].first];
+      cost[k] = static_cast<double>(numel_of(j, j.order[work[k].second])) * kBytesPerElement;
+    }
+    std::vector<bool> started(work.size(), false);
+    std::size_t first_unstarted = 0, materializing = 0;
+    double reserved = 0;
+    auto take = [&]() -> std::size_t {  // work.size(): nothing left
+      std::unique_lock<std::mutex> lock(mutex);
+      for (;;) {
+        if (stop) return work.size();
+        while (first_unstarted < work.size() && started[first_unstarted]) ++first_unstarted;
+        if (first_unstarted == work.size()) return work.size();
+        std::size_t pick = work.size();
+        for (std::size_t k = first_unstarted; k < work.size() && pick == work.size(); ++k)
+          if (!started[k] && (budget <= 0 || reserved + cost[k] <= budget)) pick = k;
+        if (pick == work.size() && materializing == 0) pick = first_unstarted;
+        if (pick < work.size()) {
+          started[pick] = true;
+          reserved += cost[pick];
+          ++materializing;
+          return pick;
+        }
+        changed.wait(lock);
+      }
+    };
     // Appends every case of `j` that is next in its order and ready, then commits the file
     // after its last case. Whoever deposits a case calls it; one thread at a time writes.
     auto drain = [&](Job& j) {
       std::lock_guard<std::mutex> hdf5_lock(hdf5_mutex);
       for (;;) {
         std::unique_ptr<CaseData> d;
+        std::size_t k = 0;
         {
           std::lock_guard<std::mutex> lock(mutex);
           if (stop || j.written == j.order.size() || !j.ready[j.written]) return;
           d = std::move(j.ready[j.written]);
+          k = j.work_index[j.written];
         }
         if (!j.writer)
           j.writer = std::make_unique<FixtureWriter>(j.path, j.name, j.op->formula_version(), /*compress=*/!production);
@@ -290,7 +351,9 @@ int main(int argc, char** argv) {
         {
           std::lock_guard<std::mutex> lock(mutex);
           last = ++j.written == j.order.size();
+          reserved -= cost[k];
         }
+        changed.notify_all();
         if (last) {
           j.writer->commit();
           j.writer.reset();
@@ -300,7 +363,7 @@ int main(int argc, char** argv) {
       }
     };
     auto worker = [&] {
-      for (std::size_t k; !stop && (k = next++) < work.size();) {
+      for (std::size_t k; (k = take()) < work.size();) {
         Job& j = jobs_todo[work[k].first];
         const std::size_t pos = work[k].second, i = j.order[pos];
         const auto t0 = std::chrono::steady_clock::now();
@@ -308,7 +371,7 @@ int main(int argc, char** argv) {
         try {
           *d = materialize(*j.op, j.cases[i]);
         } catch (const std::bad_alloc&) {
-          throw std::runtime_error("generating " + j.name + "/" + j.cases[i].name + ": out of memory (lower -j)");
+          throw std::runtime_error("generating " + j.name + "/" + j.cases[i].name + ": out of memory (lower -j or --memory-budget-gb)");
         } catch (const std::exception& e) {
           throw std::runtime_error("generating " + j.name + "/" + j.cases[i].name + ": " + e.what());
         }
@@ -316,21 +379,27 @@ int main(int argc, char** argv) {
         {
           std::lock_guard<std::mutex> lock(mutex);
           j.ready[pos] = std::move(d);
+          --materializing;
           spdlog::info("generated {}/{} ({:.2f} s)", j.name, j.cases[i].name, s);
         }
+        changed.notify_all();
         drain(j);
       }
     };
+    if (production && budget > 0 && !work.empty())
+      spdlog::info("memory budget {:.1f} GB for the cases in flight (--memory-budget-gb)", memory_budget_gb);
     std::vector<std::thread> pool;
     const unsigned threads = std::max(1u, std::min<unsigned>(jobs, static_cast<unsigned>(work.size())));
     for (unsigned t = 0; t < threads && !work.empty(); ++t) pool.emplace_back([&] {
       try {
         worker();
       } catch (...) {
-        std::lock_guard<std::mutex> lock(mutex);
-        if (!failure) failure = std::current_exception();
-        stop = true;  // no more cases, and no more HDF5 calls after a failed write
-        next = work.size();
+        {
+          std::lock_guard<std::mutex> lock(mutex);
+          if (!failure) failure = std::current_exception();
+          stop = true;  // no more cases, and no more HDF5 calls after a failed write
+        }
+        changed.notify_all();
       }
     });
     for (auto& t : pool) t.join();
