@@ -159,7 +159,7 @@ constexpr double kBytesPerElement = 128;
 double default_memory_budget_gb() {
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
   const double physical_gb = pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) / 1e9 : 24;
-  return std::min(16.0, physical_gb * 2 / 3);
+  return std::min(20.0, physical_gb * 0.8);
 }
 
 }  // namespace
@@ -197,9 +197,9 @@ int main(int argc, char** argv) {
   double memory_budget_gb = default_memory_budget_gb();
   app.add_option("--memory-budget-gb", memory_budget_gb,
                  "Host memory for the cases in flight (materializing or waiting to be written), estimated at " +
-                     std::to_string(kBytesPerElement) +
+                     std::to_string(static_cast<int>(kBytesPerElement)) +
                      " bytes per element of a case's shape; a case above it runs alone; 0 = no limit (default: "
-                     "min(16, 2/3 of physical memory))")
+                     "min(20, 80% of physical memory): one 17 GB case beside small ones, two never together)")
       ->check(CLI::NonNegativeNumber);
   CLI11_PARSE(app, argc, argv);
 

@@ -168,6 +168,55 @@ TEST(Tensor, FastPromotionAndNaNCanonicalizationMatchTheElementwiseDefinition) {
   EXPECT_FALSE(p.bytes == elementwise_fp64(cases[0]).bytes);
 }
 
+// Tensor::set rounds in integer arithmetic (bf16, fp16) or with the hardware conversion
+// (fp32); it must store exactly bf16_bits / fp16_bits / fp32_bits (round_to_dtype, then
+// the encoding): every halfway point between neighbours and its two double neighbours,
+// every binade from far below the subnormals to past the largest finite, NaN, inf, zeros.
+TEST(Tensor, SetRoundsExactlyAsTheDtypeEncoders) {
+  std::vector<double> v = {0.0, -0.0, std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity(),
+                           std::numeric_limits<double>::quiet_NaN(), -std::numeric_limits<double>::quiet_NaN(),
+                           std::numeric_limits<double>::denorm_min(), -std::numeric_limits<double>::denorm_min(),
+                           std::numeric_limits<double>::min(), std::numeric_limits<double>::max(),
+                           -std::numeric_limits<double>::max()};
+  auto around = [&](double x) {
+    v.push_back(x);
+    v.push_back(std::nextafter(x, 0.0));
+    v.push_back(std::nextafter(x, std::numeric_limits<double>::infinity()));
+    v.push_back(-x);
+  };
+  for (DType t : {DType::bf16, DType::fp16}) {
+    const Tensor all = all_patterns(t);
+    for (std::uint32_t b = 0; b < 65535; ++b) {
+      const double lo = all.get(b), hi = all.get(b + 1);
+      if (!std::isfinite(lo) || !std::isfinite(hi) || (b & 0x8000) != ((b + 1) & 0x8000)) continue;
+      around(lo);
+      around((lo + hi) / 2);  // exact in double: the tie
+    }
+  }
+  const RandomStream rs(11, 5);
+  for (std::uint64_t i = 0; i < 200000; ++i) {
+    const double u = rs.uniform(i), w = rs.uniform(i, 1);
+    around(std::ldexp(1.0 + u, static_cast<int>(w * 300) - 160));  // 2^-160 .. 2^140
+    const auto f = static_cast<std::uint32_t>(rs.uniform(i, 2) * 4294967296.0);
+    float x;
+    std::memcpy(&x, &f, 4);
+    if (std::isfinite(x)) around(static_cast<double>(x) + std::ldexp(static_cast<double>(x), -25));  // near fp32 ties
+  }
+  std::size_t checked = 0;
+  for (DType t : {DType::bf16, DType::fp16, DType::fp32}) {
+    Tensor out(t, {static_cast<std::int64_t>(v.size())});
+    for (std::size_t i = 0; i < v.size(); ++i) out.set(i, v[i]);
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      std::uint32_t got = 0, want = 0;
+      std::memcpy(&got, out.bytes.data() + i * dtype_size(t), dtype_size(t));
+      want = t == DType::bf16 ? bf16_bits(v[i]) : t == DType::fp16 ? fp16_bits(v[i]) : fp32_bits(v[i]);
+      ASSERT_EQ(got, want) << dtype_name(t) << " of " << std::hexfloat << v[i];
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 3000000u);
+}
+
 TEST(DType, Bf16RoundingMatchesRoundNearestEvenOnFp32Bits) {
   const RandomStream rs(123, 9);
   for (std::uint64_t i = 0; i < 200000; ++i) {
