@@ -166,7 +166,7 @@ double default_memory_budget_gb() {
 
 int main(int argc, char** argv) {
   CLI::App app{
-      "numgate-generate: writes golden fixtures (inputs, FP64 promotions, golden and reference outputs, "
+      "numgate-generate: writes golden fixtures (inputs, their FP64 promotions in committed files, golden and reference outputs, "
       "declared gate parameters) for every registered op, or checks them (--check)."};
   std::vector<std::string> ops;
   std::string set = "committed";
@@ -298,10 +298,11 @@ int main(int argc, char** argv) {
     std::mutex hdf5_mutex;  // the HDF5 library may be built without thread safety: one writer at a time
     std::condition_variable changed;
     // The scheduler: a case starts when its estimated memory fits in what the cases in
-    // flight (materializing, or materialized and waiting for their turn to be written)
-    // leave of the budget, taking the first that fits in work order; when none fits and no
-    // case is materializing, the first not started runs anyway (alone, or beside cases
-    // that wait for it: never a deadlock). The files do not depend on this order.
+    // flight (materializing, or materialized and not yet written) leave of the budget,
+    // taking the first that fits in work order; when none fits, no case is materializing
+    // and none is ready to be written, the first not started runs anyway (alone, or beside
+    // cases that wait for it to be written first: never a deadlock). The files do not
+    // depend on this order.
     const double budget = memory_budget_gb * 1e9;
     std::vector<double> cost(work.size());
     for (std::size_t k = 0; k < work.size(); ++k) {
@@ -309,7 +310,7 @@ int main(int argc, char** argv) {
       cost[k] = static_cast<double>(numel_of(j, j.order[work[k].second])) * kBytesPerElement;
     }
     std::vector<bool> started(work.size(), false);
-    std::size_t first_unstarted = 0, materializing = 0;
+    std::size_t first_unstarted = 0, materializing = 0, appending = 0;
     double reserved = 0;
     auto take = [&]() -> std::size_t {  // work.size(): nothing left
       std::unique_lock<std::mutex> lock(mutex);
@@ -320,7 +321,11 @@ int main(int argc, char** argv) {
         std::size_t pick = work.size();
         for (std::size_t k = first_unstarted; k < work.size() && pick == work.size(); ++k)
           if (!started[k] && (budget <= 0 || reserved + cost[k] <= budget)) pick = k;
-        if (pick == work.size() && materializing == 0) pick = first_unstarted;
+        // Over the budget only when nothing else can free memory: no case materializing
+        // and none about to be written (every waiting case waits for one not started).
+        bool writable = false;
+        for (const Job& j : jobs_todo) writable |= j.written < j.order.size() && j.ready[j.written] != nullptr;
+        if (pick == work.size() && materializing == 0 && appending == 0 && !writable) pick = first_unstarted;
         if (pick < work.size()) {
           started[pick] = true;
           reserved += cost[pick];
@@ -342,6 +347,7 @@ int main(int argc, char** argv) {
           if (stop || j.written == j.order.size() || !j.ready[j.written]) return;
           d = std::move(j.ready[j.written]);
           k = j.work_index[j.written];
+          ++appending;
         }
         if (!j.writer)
           j.writer = std::make_unique<FixtureWriter>(j.path, j.name, j.op->formula_version(), /*compress=*/!production);
@@ -352,6 +358,7 @@ int main(int argc, char** argv) {
           std::lock_guard<std::mutex> lock(mutex);
           last = ++j.written == j.order.size();
           reserved -= cost[k];
+          --appending;
         }
         changed.notify_all();
         if (last) {
