@@ -10,16 +10,19 @@
 #include <spdlog/spdlog.h>
 
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <atomic>
+#include <condition_variable>
 #include <exception>
 #include <mutex>
 #include <thread>
 #include <chrono>
 #include <filesystem>
+#include <memory>
 #include <set>
 
 #include "numgate/fixture_file.h"
@@ -147,11 +150,23 @@ int stray_entries(const std::string& dir, bool production) {
   return found;
 }
 
+// Host memory of one case while it is materialized (inputs, their FP64 promotions, golden
+// values and sums of |terms| in FP64, reference, the oracles' temporaries), per element of
+// its declared shape: measured 127 bytes for softmax's 1x8x4096x4096 production case (17.1
+// GB), 101 for RMSNorm's 1x8192x4096. An estimate for scheduling, not a limit.
+constexpr double kBytesPerElement = 128;
+
+double default_memory_budget_gb() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  const double physical_gb = pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) / 1e9 : 24;
+  return std::min(20.0, physical_gb * 0.8);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{
-      "numgate-generate: writes golden fixtures (inputs, FP64 promotions, golden and reference outputs, "
+      "numgate-generate: writes golden fixtures (inputs, their FP64 promotions in committed files, golden and reference outputs, "
       "declared gate parameters) for every registered op, or checks them (--check)."};
   std::vector<std::string> ops;
   std::string set = "committed";
@@ -179,6 +194,13 @@ int main(int argc, char** argv) {
   unsigned jobs = std::max(1u, std::thread::hardware_concurrency());
   app.add_option("--jobs,-j", jobs, "Cases generated in parallel, across all selected ops (the output does not depend on it)")
       ->capture_default_str();
+  double memory_budget_gb = default_memory_budget_gb();
+  app.add_option("--memory-budget-gb", memory_budget_gb,
+                 "Host memory for the cases in flight (materializing or waiting to be written), estimated at " +
+                     std::to_string(static_cast<int>(kBytesPerElement)) +
+                     " bytes per element of a case's shape; a case above it runs alone; 0 = no limit (default: "
+                     "min(20, 80% of physical memory): one 17 GB case beside small ones, two never together)")
+      ->check(CLI::NonNegativeNumber);
   CLI11_PARSE(app, argc, argv);
 
   if (require_device) {
@@ -197,14 +219,19 @@ int main(int argc, char** argv) {
     int stale = 0;
     // One pool of work over every op that needs writing: cases are independent pure
     // functions of their declaration, so they are materialized on several threads (the
-    // bits do not depend on the thread count or order); an op's file is written by
-    // whichever thread finishes its last case.
+    // bits do not depend on the thread count or order). Each op's file is written
+    // incrementally (FixtureWriter): a materialized case is appended as soon as every case
+    // handed out before it in that op has been, and then freed, so only the cases in
+    // flight (about one per thread) are in memory, not whole ops.
     struct Job {
       const Op* op;
       std::string name, path;
       std::vector<CaseSpec> cases;
-      std::vector<CaseData> data;
-      std::size_t done = 0;
+      std::vector<std::size_t> order;                // case indices in the order handed out = written
+      std::vector<std::unique_ptr<CaseData>> ready;  // by position in `order`, until written
+      std::vector<std::size_t> work_index;           // by position: index into `work`
+      std::size_t written = 0;                       // positions appended so far
+      std::unique_ptr<FixtureWriter> writer;
     };
     std::vector<Job> jobs_todo;
     for (const auto& name : ops) find_op(name);  // an unknown --op is a usage error, before any work
@@ -223,83 +250,167 @@ int main(int argc, char** argv) {
         continue;
       }
       if (production && !force) {
+        const auto t0 = std::chrono::steady_clock::now();
         const std::string why = fixture_not_current(path, op, cases);
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         if (why.empty()) {
-          spdlog::info("{} is current ({} cases, digests verified); --force regenerates it", path, cases.size());
+          spdlog::info("{} is current ({} cases, digests verified in {:.2f} s); --force regenerates it", path,
+                       cases.size(), s);
           continue;
         }
         spdlog::info("regenerating {}: {}", path, why);
       }
       std::filesystem::create_directories(out_dir);
-      Job j{&op, name, path, std::move(cases), {}, 0};
-      j.data.resize(j.cases.size());
+      Job j{&op, name, path, std::move(cases), {}, {}, {}, 0, nullptr};
       jobs_todo.push_back(std::move(j));
     }
-    std::vector<std::pair<std::size_t, std::size_t>> work;  // (job, case)
-    for (std::size_t j = 0; j < jobs_todo.size(); ++j)
-      for (std::size_t i = 0; i < jobs_todo[j].cases.size(); ++i) work.emplace_back(j, i);
-    auto numel_of = [&](const std::pair<std::size_t, std::size_t>& w) {
+    auto numel_of = [&](const Job& j, std::size_t i) {
       std::int64_t n = 1;
-      for (auto d : jobs_todo[w.first].cases[w.second].shape) n *= d;
+      for (auto d : j.cases[i].shape) n *= d;
       return n;
     };
-    // Largest first within each op, one op after the other: an op's file is written (and
-    // its data freed) soon after its cases are handed out, so at most about two ops'
-    // production data are in memory at once, while idle threads move on to the next op.
-    std::stable_sort(work.begin(), work.end(), [&](const auto& x, const auto& y) {
-      return x.first != y.first ? x.first < y.first : numel_of(x) > numel_of(y);
-    });
+    // Ops one after the other. Committed files: cases in declared order (the files' bytes
+    // stay those of every earlier build). Production: largest first within each op, so no
+    // large case starts last while the other threads idle; that order is deterministic
+    // (stable sort of the declared order), and it is also the order the cases are stored in.
+    std::vector<std::pair<std::size_t, std::size_t>> work;  // (job, position in its order)
+    for (std::size_t j = 0; j < jobs_todo.size(); ++j) {
+      Job& job = jobs_todo[j];
+      job.order.resize(job.cases.size());
+      for (std::size_t i = 0; i < job.order.size(); ++i) job.order[i] = i;
+      if (production)
+        std::stable_sort(job.order.begin(), job.order.end(),
+                         [&](std::size_t x, std::size_t y) { return numel_of(job, x) > numel_of(job, y); });
+      job.ready.resize(job.cases.size());
+      job.work_index.resize(job.cases.size());
+      for (std::size_t k = 0; k < job.order.size(); ++k) {
+        job.work_index[k] = work.size();
+        work.emplace_back(j, k);
+      }
+    }
     // An op without cases in this set still gets its (empty) file written.
     for (auto& j : jobs_todo)
-      if (j.cases.empty()) write_fixture_file(j.path, j.name, j.op->formula_version(), j.data, !production);
+      if (j.cases.empty()) write_fixture_file(j.path, j.name, j.op->formula_version(), {}, !production);
 
     std::exception_ptr failure;
-    std::atomic<std::size_t> next{0};
-    std::mutex mutex;
+    std::atomic<bool> stop{false};
+    std::mutex mutex;       // jobs' bookkeeping and the scheduler
     std::mutex hdf5_mutex;  // the HDF5 library may be built without thread safety: one writer at a time
-    auto worker = [&] {
-      for (std::size_t k; (k = next++) < work.size();) {
-        Job& j = jobs_todo[work[k].first];
-        const std::size_t i = work[k].second;
-        const auto t0 = std::chrono::steady_clock::now();
-        CaseData d;
-        try {
-          d = materialize(*j.op, j.cases[i]);
-        } catch (const std::bad_alloc&) {
-          throw std::runtime_error("generating " + j.name + "/" + j.cases[i].name + ": out of memory (lower -j)");
-        } catch (const std::exception& e) {
-          throw std::runtime_error("generating " + j.name + "/" + j.cases[i].name + ": " + e.what());
+    std::condition_variable changed;
+    // The scheduler: a case starts when its estimated memory fits in what the cases in
+    // flight (materializing, or materialized and not yet written) leave of the budget,
+    // taking the first that fits in work order; when none fits, no case is materializing
+    // and none is ready to be written, the first not started runs anyway (alone, or beside
+    // cases that wait for it to be written first: never a deadlock). The files do not
+    // depend on this order.
+    const double budget = memory_budget_gb * 1e9;
+    std::vector<double> cost(work.size());
+    for (std::size_t k = 0; k < work.size(); ++k) {
+      const Job& j = jobs_todo[work[k].first];
+      cost[k] = static_cast<double>(numel_of(j, j.order[work[k].second])) * kBytesPerElement;
+    }
+    std::vector<bool> started(work.size(), false);
+    std::size_t first_unstarted = 0, materializing = 0, appending = 0;
+    double reserved = 0;
+    auto take = [&]() -> std::size_t {  // work.size(): nothing left
+      std::unique_lock<std::mutex> lock(mutex);
+      for (;;) {
+        if (stop) return work.size();
+        while (first_unstarted < work.size() && started[first_unstarted]) ++first_unstarted;
+        if (first_unstarted == work.size()) return work.size();
+        std::size_t pick = work.size();
+        for (std::size_t k = first_unstarted; k < work.size() && pick == work.size(); ++k)
+          if (!started[k] && (budget <= 0 || reserved + cost[k] <= budget)) pick = k;
+        // Over the budget only when nothing else can free memory: no case materializing
+        // and none about to be written (every waiting case waits for one not started).
+        bool writable = false;
+        for (const Job& j : jobs_todo) writable |= j.written < j.order.size() && j.ready[j.written] != nullptr;
+        if (pick == work.size() && materializing == 0 && appending == 0 && !writable) pick = first_unstarted;
+        if (pick < work.size()) {
+          started[pick] = true;
+          reserved += cost[pick];
+          ++materializing;
+          return pick;
         }
-        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        changed.wait(lock);
+      }
+    };
+    // Appends every case of `j` that is next in its order and ready, then commits the file
+    // after its last case. Whoever deposits a case calls it; one thread at a time writes.
+    auto drain = [&](Job& j) {
+      std::lock_guard<std::mutex> hdf5_lock(hdf5_mutex);
+      for (;;) {
+        std::unique_ptr<CaseData> d;
+        std::size_t k = 0;
+        {
+          std::lock_guard<std::mutex> lock(mutex);
+          if (stop || j.written == j.order.size() || !j.ready[j.written]) return;
+          d = std::move(j.ready[j.written]);
+          k = j.work_index[j.written];
+          ++appending;
+        }
+        if (!j.writer)
+          j.writer = std::make_unique<FixtureWriter>(j.path, j.name, j.op->formula_version(), /*compress=*/!production);
+        j.writer->append(*d);
+        d.reset();  // freed as soon as it is on disk
         bool last = false;
         {
           std::lock_guard<std::mutex> lock(mutex);
-          j.data[i] = std::move(d);
-          last = ++j.done == j.cases.size();
-          spdlog::info("generated {}/{} ({:.2f} s)", j.name, j.cases[i].name, s);
+          last = ++j.written == j.order.size();
+          reserved -= cost[k];
+          --appending;
         }
+        changed.notify_all();
         if (last) {
-          std::lock_guard<std::mutex> hdf5_lock(hdf5_mutex);
-          write_fixture_file(j.path, j.name, j.op->formula_version(), j.data, /*compress=*/!production);
-          std::vector<CaseData>().swap(j.data);
+          j.writer->commit();
+          j.writer.reset();
           spdlog::info("wrote {} ({} cases, {:.2f} MB)", j.path, j.cases.size(),
                        static_cast<double>(std::filesystem::file_size(j.path)) / 1e6);
         }
       }
     };
+    auto worker = [&] {
+      for (std::size_t k; (k = take()) < work.size();) {
+        Job& j = jobs_todo[work[k].first];
+        const std::size_t pos = work[k].second, i = j.order[pos];
+        const auto t0 = std::chrono::steady_clock::now();
+        auto d = std::make_unique<CaseData>();
+        try {
+          *d = materialize(*j.op, j.cases[i]);
+        } catch (const std::bad_alloc&) {
+          throw std::runtime_error("generating " + j.name + "/" + j.cases[i].name + ": out of memory (lower -j or --memory-budget-gb)");
+        } catch (const std::exception& e) {
+          throw std::runtime_error("generating " + j.name + "/" + j.cases[i].name + ": " + e.what());
+        }
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        {
+          std::lock_guard<std::mutex> lock(mutex);
+          j.ready[pos] = std::move(d);
+          --materializing;
+          spdlog::info("generated {}/{} ({:.2f} s)", j.name, j.cases[i].name, s);
+        }
+        changed.notify_all();
+        drain(j);
+      }
+    };
+    if (production && budget > 0 && !work.empty())
+      spdlog::info("memory budget {:.1f} GB for the cases in flight (--memory-budget-gb)", memory_budget_gb);
     std::vector<std::thread> pool;
     const unsigned threads = std::max(1u, std::min<unsigned>(jobs, static_cast<unsigned>(work.size())));
     for (unsigned t = 0; t < threads && !work.empty(); ++t) pool.emplace_back([&] {
       try {
         worker();
       } catch (...) {
-        std::lock_guard<std::mutex> lock(mutex);
-        if (!failure) failure = std::current_exception();
-        next = work.size();
+        {
+          std::lock_guard<std::mutex> lock(mutex);
+          if (!failure) failure = std::current_exception();
+          stop = true;  // no more cases, and no more HDF5 calls after a failed write
+        }
+        changed.notify_all();
       }
     });
     for (auto& t : pool) t.join();
-    if (failure) std::rethrow_exception(failure);
+    if (failure) std::rethrow_exception(failure);  // unfinished writers remove their temporaries
     if (do_check) {
       if (stale) {
         spdlog::error("{} stale case(s) or stray file(s): regenerate with `numgate-generate` (README: Regenerating "

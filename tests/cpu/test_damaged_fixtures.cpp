@@ -202,6 +202,118 @@ std::string not_current(const fs::path& p) {
   return fixture_not_current(p.string(), op, committed);
 }
 
+// A small op whose production case has datasets of several 4 MiB chunks, so that the
+// production layout (uncompressed, contiguous, no inputs_fp64) is exercised without the
+// minutes a real production case takes: y = 2x, sum of |terms| 3|x| (condition 1.5, so
+// golden_abs_terms is stored).
+class ToyOp final : public Op {
+ public:
+  std::string name() const override { return "toy_scale"; }
+  int formula_version() const override { return 1; }
+  std::vector<std::string> input_names() const override { return {"x"}; }
+  std::vector<std::string> output_names() const override { return {"y"}; }
+  std::vector<CaseSpec> cases() const override {
+    CaseSpec c;
+    c.name = "bf16_3x1048576_seed1";
+    c.dtype = DType::bf16;
+    c.shape = {3, 1 << 20};
+    c.seed = 1;
+    c.production = true;
+    return {c};
+  }
+  std::map<std::string, Tensor> make_inputs(const CaseSpec& c) const override {
+    Tensor x(c.dtype, c.shape);
+    for (std::size_t i = 0; i < x.numel(); ++i) x.set(i, static_cast<double>(i % 1000) / 64.0 - 7.0);
+    return {{"x", x}};
+  }
+  std::map<std::string, GoldenTensor> golden(const CaseSpec&, const std::map<std::string, Tensor>& in) const override {
+    const Tensor& x = in.at("x");
+    GoldenTensor g;
+    g.value = Tensor(DType::fp64, x.shape);
+    g.abs_terms = Tensor(DType::fp64, x.shape);
+    for (std::size_t i = 0; i < x.numel(); ++i) {
+      g.value.set(i, 2 * x.get(i));
+      g.abs_terms.set(i, 3 * std::fabs(x.get(i)));
+    }
+    return {{"y", g}};
+  }
+  std::map<std::string, Tensor> reference(const CaseSpec& c, const std::map<std::string, Tensor>& in) const override {
+    Tensor y(c.dtype, in.at("x").shape);
+    for (std::size_t i = 0; i < y.numel(); ++i) y.set(i, 2 * in.at("x").get(i));
+    return {{"y", y}};
+  }
+};
+const ToyOp kToy;
+const std::string kToyCase = "bf16_3x1048576_seed1";
+
+// The toy op's production case written as numgate-generate --set production writes it
+// (production = false: as a committed case, with inputs_fp64, for the layout tests).
+// Each layout is written once per test program and copied.
+fs::path toy_file(const std::string& name, bool production = true) {
+  const fs::path master = root() / (production ? "toy_master_production.h5" : "toy_master_committed.h5");
+  if (!fs::exists(master)) {
+    CaseSpec spec = kToy.cases()[0];
+    spec.production = production;
+    fs::create_directories(root());
+    write_fixture_file(master.string(), kToy.name(), kToy.formula_version(), {materialize(kToy, spec)}, false);
+  }
+  const fs::path p = scratch(name) / "toy_scale_production.h5";
+  fs::copy_file(master, p);
+  return p;
+}
+std::string toy_not_current(const fs::path& p) { return fixture_not_current(p.string(), kToy, kToy.cases()); }
+
+// Where a contiguous dataset's bytes are in the file, and how many.
+std::pair<haddr_t, hsize_t> data_location(const fs::path& p, const std::string& dataset) {
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  const hid_t f = H5Fopen(p.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), d = H5Dopen2(f, dataset.c_str(), H5P_DEFAULT);
+  const std::pair<haddr_t, hsize_t> at{H5Dget_offset(d), H5Dget_storage_size(d)};
+  H5Dclose(d);
+  H5Fclose(f);
+  return at;
+}
+// Flips one bit of the stored data, `fraction` of the way into the dataset (a disk error,
+// or an edit with a hex editor; HDF5 is not involved, so no attribute changes).
+void flip_stored_bit(const fs::path& p, const std::string& dataset, double fraction) {
+  const auto [offset, size] = data_location(p, dataset);
+  ASSERT_NE(offset, HADDR_UNDEF) << dataset << " is not contiguous";
+  std::fstream f(p, std::ios::in | std::ios::out | std::ios::binary);
+  const auto at = static_cast<std::streamoff>(offset + static_cast<hsize_t>(fraction * static_cast<double>(size - 1)));
+  f.seekg(at);
+  char b = 0;
+  f.read(&b, 1);
+  b ^= 0x10;
+  f.seekp(at);
+  f.write(&b, 1);
+}
+void delete_link(const fs::path& p, const std::string& link) {
+  const hid_t f = open_rw(p);
+  EXPECT_GE(H5Ldelete(f, link.c_str(), H5P_DEFAULT), 0) << link;
+  H5Fclose(f);
+}
+bool has_link(const fs::path& p, const std::string& link) {
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  const hid_t f = H5Fopen(p.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  const bool yes = H5Lexists(f, link.c_str(), H5P_DEFAULT) > 0;
+  H5Fclose(f);
+  return yes;
+}
+std::string string_attr(const fs::path& p, const std::string& object, const char* name) {
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  const hid_t f = H5Fopen(p.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), o = H5Oopen(f, object.c_str(), H5P_DEFAULT);
+  std::string v;
+  if (H5Aexists(o, name) > 0) {
+    const hid_t a = H5Aopen(o, name, H5P_DEFAULT), t = H5Aget_type(a);
+    v.assign(H5Tget_size(t), '\0');
+    H5Aread(a, t, v.data());
+    H5Tclose(t);
+    H5Aclose(a);
+  }
+  H5Oclose(o);
+  H5Fclose(f);
+  return v;
+}
+
 class ScratchCleanup : public ::testing::Environment {
  public:
   void TearDown() override {
@@ -400,6 +512,83 @@ TEST(DamagedFixtures, OracleNaNsAreStoredCanonically) {
       EXPECT_TRUE(v.bytes == r.bytes) << cc << " reference/" << n;
     }
   }
+}
+
+
+// ---- the production layout: uncompressed, contiguous, no inputs_fp64 ------------------
+
+TEST(ProductionLayout, OmitsInputsFp64SaysSoAndReadsBackBitForBit) {
+  const fs::path p = toy_file("layout");
+  const std::string c = "/cases/" + kToyCase;
+  EXPECT_FALSE(has_link(p, c + "/inputs_fp64"));
+  EXPECT_EQ(string_attr(p, c, "inputs_fp64"), "omitted");
+  for (const char* d : {"/inputs/x", "/golden/y", "/golden_abs_terms/y", "/reference/y"})
+    EXPECT_NE(data_location(p, c + d).first, HADDR_UNDEF) << d << " should be contiguous";
+  const CaseData back = read_case(p.string(), kToyCase);
+  EXPECT_TRUE(compare_cases(materialize(kToy, kToy.cases()[0]), back).empty());
+  EXPECT_EQ(toy_not_current(p), "");
+  // What dropping inputs_fp64 saves: 8 bytes per input element.
+  const fs::path stored = toy_file("layout_stored", /*production=*/false);
+  EXPECT_TRUE(has_link(stored, c + "/inputs_fp64"));
+  EXPECT_EQ(string_attr(stored, c, "inputs_fp64"), "");  // committed layout: no attribute
+  EXPECT_GE(fs::file_size(stored), fs::file_size(p) + 8 * (3u << 20));
+}
+
+TEST(ProductionLayout, AFlippedBitInAnyDatasetIsRefusedByTheLoaderAndTheCurrentCheck) {
+  // Chunks of 4 MiB are hashed on several threads: a bit early, in the middle and at the
+  // end of each dataset (golden/y has 6 chunks) must each be found.
+  for (const std::string d : {"inputs/x", "golden/y", "golden_abs_terms/y", "reference/y"})
+    for (double where : {0.0, 0.55, 1.0}) {
+      const fs::path p = toy_file("flip");
+      flip_stored_bit(p, "/cases/" + kToyCase + "/" + d, where);
+      const std::string group = d.substr(0, d.find('/')), name = d.substr(d.find('/') + 1);
+      EXPECT_TRUE(refused(p, {p.string(), kToyCase + "/" + group, "'" + name + "'", "digest"})) << d << " at " << where;
+      const std::string why = toy_not_current(p);
+      EXPECT_NE(why.find("digest"), std::string::npos) << d << " at " << where << ": " << why;
+      EXPECT_NE(why.find(kToyCase + "/" + group), std::string::npos) << why;
+    }
+  // The envelope length is covered by the golden digest here too.
+  const fs::path q = toy_file("flip_envelope");
+  set_attr<std::int64_t>(q, "/cases/" + kToyCase + "/golden/y", "envelope_length", H5T_STD_I64LE, H5T_NATIVE_INT64, 99);
+  EXPECT_TRUE(refused(q, {kToyCase + "/golden", "'y'", "digest"}));
+  EXPECT_NE(toy_not_current(q).find("digest"), std::string::npos) << toy_not_current(q);
+}
+
+TEST(ProductionLayout, InputsFp64IsOmittedOnlyWhereTheFileSaysSo) {
+  const std::string c = "/cases/" + kCase;
+  // Deleted from a committed file: refused.
+  const fs::path p = fresh_copy("fp64_deleted");
+  delete_link(p, c + "/inputs_fp64");
+  EXPECT_TRUE(refused(p, {kCase, "'inputs_fp64'", "group missing"}));
+  EXPECT_NE(not_current(p).find("inputs_fp64"), std::string::npos) << not_current(p);
+  EXPECT_TRUE(check_refuses(p.parent_path(), {"STALE rmsnorm/" + kCase, "inputs_fp64"}));
+  // ... and the attribute of the production layout added: a committed case may not omit it.
+  set_string_attr(p, c, "inputs_fp64", "omitted");
+  EXPECT_TRUE(refused(p, {kCase, "'inputs_fp64'", "committed case"}));
+  EXPECT_TRUE(check_refuses(p.parent_path(), {"STALE rmsnorm/" + kCase, "committed case"}));
+  // A production file's attribute with another value.
+  const fs::path q = toy_file("fp64_value");
+  set_string_attr(q, "/cases/" + kToyCase, "inputs_fp64", "stored");
+  EXPECT_TRUE(refused(q, {kToyCase, "'inputs_fp64'", "only value is 'omitted'"}));
+  EXPECT_NE(toy_not_current(q).find("only value is 'omitted'"), std::string::npos) << toy_not_current(q);
+  // A production case of an earlier build (inputs_fp64 stored, no attribute): readable,
+  // the promotion verified, but not what this build writes, so not current.
+  const fs::path old = toy_file("fp64_old", /*production=*/false);
+  set_attr<std::int64_t>(old, "/cases/" + kToyCase, "production", H5T_STD_I64LE, H5T_NATIVE_INT64, 1);
+  EXPECT_FALSE(refused(old, {}));
+  EXPECT_NE(toy_not_current(old).find("stores inputs_fp64"), std::string::npos) << toy_not_current(old);
+  // ... saying omitted while the group is there: refused.
+  set_string_attr(old, "/cases/" + kToyCase, "inputs_fp64", "omitted");
+  EXPECT_TRUE(refused(old, {kToyCase, "the group inputs_fp64 exists"}));
+}
+
+TEST(ProductionLayout, StoredPromotionThatDiffersIsRefused) {
+  // Where inputs_fp64 is stored it must be the promotion of inputs, digest or not.
+  const fs::path p = fresh_copy("fp64_edited");
+  edit_element(p, "/cases/" + kCase + "/inputs_fp64/x", 3, 0.5);
+  redigest(p, "/cases/" + kCase + "/inputs_fp64/x");
+  EXPECT_TRUE(refused(p, {kCase, "inputs_fp64/x", "is not the FP64 promotion"}));
+  EXPECT_NE(not_current(p).find("is not the FP64 promotion"), std::string::npos) << not_current(p);
 }
 
 }  // namespace

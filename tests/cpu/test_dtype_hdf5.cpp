@@ -122,6 +122,107 @@ TEST(HDF5, CaseWithAnI64IndexInputRoundTripsThroughAFixtureFile) {
   EXPECT_EQ(back.golden.at("y").value.get(0), 0.75);  // x[7] = 0.25 * 7 - 1
 }
 
+// Tensor::to(fp64) and canonicalize_nans have per-dtype fast loops; they must store
+// exactly the bits of the element-by-element definition (set(i, get(i)); get(i) != get(i)),
+// NaN payloads, signalling NaNs, subnormals and signed zeros included.
+Tensor elementwise_fp64(const Tensor& t) {
+  Tensor out(DType::fp64, t.shape);
+  for (std::size_t i = 0; i < t.numel(); ++i) out.set(i, t.get(i));
+  return out;
+}
+Tensor elementwise_canonical(Tensor t) {
+  const std::size_t es = dtype_size(t.dtype);
+  const std::uint64_t quiet = t.dtype == DType::fp64   ? 0x7FF8000000000000ull
+                              : t.dtype == DType::fp32 ? 0x7FC00000ull
+                              : t.dtype == DType::bf16 ? 0x7FC0ull
+                                                       : 0x7E00ull;
+  for (std::size_t i = 0; i < t.numel(); ++i)
+    if (t.get(i) != t.get(i)) std::memcpy(t.bytes.data() + i * es, &quiet, es);
+  return t;
+}
+Tensor bit_patterns(DType t, const std::vector<std::uint64_t>& bits) {
+  Tensor x(t, {static_cast<std::int64_t>(bits.size())});
+  for (std::size_t i = 0; i < bits.size(); ++i) std::memcpy(x.bytes.data() + i * dtype_size(t), &bits[i], dtype_size(t));
+  return x;
+}
+
+TEST(Tensor, FastPromotionAndNaNCanonicalizationMatchTheElementwiseDefinition) {
+  std::vector<Tensor> cases = {all_patterns(DType::bf16), all_patterns(DType::fp16)};
+  std::vector<std::uint64_t> f32 = {0, 0x80000000u, 1, 0x807FFFFFu, 0x00800000u, 0x3F800000u, 0x7F7FFFFFu,
+                                    0x7F800000u, 0xFF800000u, 0x7FC00000u, 0xFFC00001u, 0x7F800001u, 0xFFBFFFFFu};
+  const RandomStream rs(7, 3);
+  auto word = [&](std::uint64_t i) { return static_cast<std::uint64_t>(rs.uniform(i) * 4294967296.0); };
+  for (std::uint64_t i = 0; i < 100000; ++i) f32.push_back(word(i));
+  cases.push_back(bit_patterns(DType::fp32, f32));
+  std::vector<std::uint64_t> f64 = {0, 0x8000000000000000ull, 1, 0x7FF0000000000000ull, 0xFFF0000000000000ull,
+                                    0x7FF8000000000000ull, 0xFFF0000000000001ull, 0x7FF7FFFFFFFFFFFFull,
+                                    0x3FF0000000000000ull};
+  for (std::uint64_t i = 0; i < 100000; ++i) f64.push_back((word(2 * i) << 32) | word(2 * i + 1));
+  cases.push_back(bit_patterns(DType::fp64, f64));
+  cases.push_back(bit_patterns(DType::i64, {0, 1, 0xFFFFFFFFFFFFFFFFull, 0x8000000000000000ull, 0x7FFFFFFFFFFFFFFFull,
+                                            std::uint64_t{1} << 53, (std::uint64_t{1} << 53) + 1}));
+  for (const Tensor& t : cases) {
+    EXPECT_TRUE(t.to(DType::fp64).bytes == elementwise_fp64(t).bytes) << dtype_name(t.dtype) << " promotion";
+    if (t.dtype == DType::i64) continue;
+    Tensor fast = t;
+    fast.canonicalize_nans();
+    EXPECT_TRUE(fast.bytes == elementwise_canonical(t).bytes) << dtype_name(t.dtype) << " canonical NaNs";
+  }
+  // The control: the two definitions are told apart by a changed bit.
+  Tensor p = cases[0].to(DType::fp64);
+  p.bytes[8 * 0x7FC1 + 1] ^= 1;  // a NaN's payload
+  EXPECT_FALSE(p.bytes == elementwise_fp64(cases[0]).bytes);
+}
+
+// Tensor::set rounds in integer arithmetic (bf16, fp16) or with the hardware conversion
+// (fp32); it must store exactly bf16_bits / fp16_bits / fp32_bits (round_to_dtype, then
+// the encoding): every halfway point between neighbours and its two double neighbours,
+// every binade from far below the subnormals to past the largest finite, NaN, inf, zeros.
+TEST(Tensor, SetRoundsExactlyAsTheDtypeEncoders) {
+  std::vector<double> v = {0.0, -0.0, std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity(),
+                           std::numeric_limits<double>::quiet_NaN(), -std::numeric_limits<double>::quiet_NaN(),
+                           std::numeric_limits<double>::denorm_min(), -std::numeric_limits<double>::denorm_min(),
+                           std::numeric_limits<double>::min(), std::numeric_limits<double>::max(),
+                           -std::numeric_limits<double>::max()};
+  auto around = [&](double x) {
+    v.push_back(x);
+    v.push_back(std::nextafter(x, 0.0));
+    v.push_back(std::nextafter(x, std::numeric_limits<double>::infinity()));
+    v.push_back(-x);
+  };
+  for (DType t : {DType::bf16, DType::fp16}) {
+    const Tensor all = all_patterns(t);
+    for (std::uint32_t b = 0; b < 65535; ++b) {
+      const double lo = all.get(b), hi = all.get(b + 1);
+      if (!std::isfinite(lo) || !std::isfinite(hi) || (b & 0x8000) != ((b + 1) & 0x8000)) continue;
+      around(lo);
+      around((lo + hi) / 2);  // exact in double: the tie
+    }
+  }
+  const RandomStream rs(11, 5);
+  for (std::uint64_t i = 0; i < 200000; ++i) {
+    const double u = rs.uniform(i), w = rs.uniform(i, 1);
+    around(std::ldexp(1.0 + u, static_cast<int>(w * 300) - 160));  // 2^-160 .. 2^140
+    const auto f = static_cast<std::uint32_t>(rs.uniform(i, 2) * 4294967296.0);
+    float x;
+    std::memcpy(&x, &f, 4);
+    if (std::isfinite(x)) around(static_cast<double>(x) + std::ldexp(static_cast<double>(x), -25));  // near fp32 ties
+  }
+  std::size_t checked = 0;
+  for (DType t : {DType::bf16, DType::fp16, DType::fp32}) {
+    Tensor out(t, {static_cast<std::int64_t>(v.size())});
+    for (std::size_t i = 0; i < v.size(); ++i) out.set(i, v[i]);
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      std::uint32_t got = 0, want = 0;
+      std::memcpy(&got, out.bytes.data() + i * dtype_size(t), dtype_size(t));
+      want = t == DType::bf16 ? bf16_bits(v[i]) : t == DType::fp16 ? fp16_bits(v[i]) : fp32_bits(v[i]);
+      ASSERT_EQ(got, want) << dtype_name(t) << " of " << std::hexfloat << v[i];
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 3000000u);
+}
+
 TEST(DType, Bf16RoundingMatchesRoundNearestEvenOnFp32Bits) {
   const RandomStream rs(123, 9);
   for (std::uint64_t i = 0; i < 200000; ++i) {

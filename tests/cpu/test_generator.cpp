@@ -124,6 +124,45 @@ TEST(Generator, WritingRemovesTemporariesOfKilledWriters) {
   EXPECT_TRUE(fs::exists(file));
 }
 
+TEST(FixtureWriter, UnfinishedWriterKeepsThePreviousFileAndLeavesNoTemporary) {
+  // An exception between appends (an oracle that throws, a refused case) destroys the
+  // writer before commit(): the previous file stays byte for byte, the temporary goes.
+  const fs::path d = scratch("writer_abandoned");
+  const std::string src = testing::golden_dir() + "/rmsnorm.h5", dst = (d / "rmsnorm.h5").string();
+  fs::copy_file(src, dst);
+  const FixtureFileInfo info = read_fixture_info(src);
+  const std::string before = slurp(dst);
+  {
+    FixtureWriter w(dst, "rmsnorm", info.formula_version, true);
+    w.append(read_case(src, info.cases[0]));
+    EXPECT_EQ(w.cases_written(), 1u);
+    EXPECT_TRUE(fs::exists(dst + ".tmp." + std::to_string(::getpid())));
+  }
+  EXPECT_TRUE(slurp(dst) == before);
+  for (const auto& e : fs::directory_iterator(d)) EXPECT_EQ(e.path().filename(), "rmsnorm.h5") << "leftover " << e.path();
+}
+
+TEST(FixtureWriter, CommittedFileHoldsTheCasesAppendedInOrderAndTakesNoMore) {
+  const fs::path d = scratch("writer_commit");
+  const std::string src = testing::golden_dir() + "/rmsnorm.h5", dst = (d / "rmsnorm.h5").string();
+  const FixtureFileInfo info = read_fixture_info(src);
+  std::vector<CaseData> cases;
+  for (std::size_t i = 0; i < 3; ++i) cases.push_back(read_case(src, info.cases[i]));
+  FixtureWriter w(dst, "rmsnorm", info.formula_version, true);
+  for (const auto& c : cases) w.append(c);
+  EXPECT_FALSE(fs::exists(dst));  // nothing at the destination before commit()
+  w.commit();
+  EXPECT_THROW(w.append(cases[0]), FixtureError);
+  EXPECT_THROW(w.commit(), FixtureError);
+  const FixtureFileInfo back = read_fixture_info(dst);
+  ASSERT_EQ(back.cases.size(), 3u);
+  for (const auto& c : cases) EXPECT_TRUE(compare_cases(c, read_case(dst, c.spec.name)).empty()) << c.spec.name;
+  // The same cases through write_fixture_file: the same bytes.
+  const std::string whole = (d / "whole.h5").string();
+  write_fixture_file(whole, "rmsnorm", info.formula_version, cases, true);
+  EXPECT_TRUE(slurp(whole) == slurp(dst));
+}
+
 TEST(Generator, CheckOnAMissingFileFailsWithTheFix) {
   const CliRun r = run("--check --out-dir " + scratch("empty").string());
   EXPECT_NE(r.code, 0);
