@@ -208,10 +208,15 @@ std::string not_current(const fs::path& p) {
 // golden_abs_terms is stored).
 class ToyOp final : public Op {
  public:
-  std::string name() const override { return "toy_scale"; }
-  int formula_version() const override { return 1; }
-  std::vector<std::string> input_names() const override { return {"x"}; }
-  std::vector<std::string> output_names() const override { return {"y"}; }
+  const OpDescriptor& descriptor() const override {
+    static const OpDescriptor d{"toy_scale",
+                                1,
+                                {{"x", Role::input, Layout::rows, DTypeRule::case_dtype, case_shape(), "x"},
+                                 {"y", Role::output, Layout::rows, DTypeRule::case_dtype, case_shape(), "2x"}},
+                                {{"Forward", {"x"}, {"y"}}},
+                                [](const CaseSpec& c) { return rows_of(c.shape); }};
+    return d;
+  }
   std::vector<CaseSpec> cases() const override {
     CaseSpec c;
     c.name = "bf16_3x1048576_seed1";
