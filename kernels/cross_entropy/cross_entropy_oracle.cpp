@@ -355,16 +355,17 @@ std::vector<std::int64_t> loss_shape_of(const CaseSpec& c) {
 }  // namespace
 
 const OpDescriptor& CrossEntropyOp::descriptor() const {
+  constexpr DTypeRule T = DTypeRule::case_dtype;
   static const OpDescriptor d{
       "cross_entropy",
       1,
       {
-          {"logits", Role::input, Layout::rows, DTypeRule::case_dtype, case_shape(), "[tokens, vocab]; a row is one token"},
+          {"logits", Role::input, Layout::rows, T, case_shape(), "[tokens, vocab]; a row is one token"},
           {"targets", Role::index_input, Layout::whole, DTypeRule::i64, per_token, "[tokens] class index or ignore_index"},
-          {"dloss", Role::upstream_gradient, Layout::whole, DTypeRule::case_dtype, loss_shape_of, "[1] (mean, sum) or [tokens] (none): gradient of loss"},
-          {"loss", Role::output, Layout::whole, DTypeRule::case_dtype, loss_shape_of, "[1] (mean, sum) or [tokens] (none); z-loss folded in"},
-          {"lse", Role::output, Layout::whole, DTypeRule::case_dtype, per_token, "[tokens] log-sum-exp of the (soft-capped) logits"},
-          {"dlogits", Role::gradient, Layout::rows, DTypeRule::case_dtype, case_shape(), "[tokens, vocab] gradient of the logits"},
+          {"dloss", Role::upstream_gradient, Layout::whole, T, loss_shape_of, "[1] (mean, sum) or [tokens] (none): gradient of loss"},
+          {"loss", Role::output, Layout::whole, T, loss_shape_of, "[1] (mean, sum) or [tokens] (none); z-loss folded in"},
+          {"lse", Role::output, Layout::whole, T, per_token, "[tokens] log-sum-exp of the (soft-capped) logits"},
+          {"dlogits", Role::gradient, Layout::rows, T, case_shape(), "[tokens, vocab] gradient of the logits"},
       },
       {{"Forward", {"logits", "targets"}, {"loss", "lse"}},
           {"Backward", {"logits", "targets", "dloss"}, {"dlogits"}}},

@@ -209,19 +209,20 @@ std::map<std::string, Tensor> reference_variant(const CaseSpec& c, const std::ma
 
 // ---- the descriptor ------------------------------------------------------------------
 const OpDescriptor& FusedAddRMSNormOp::descriptor() const {
+  constexpr DTypeRule T = DTypeRule::case_dtype;
   static const OpDescriptor d{
       "fused_add_rmsnorm",
       1,
       {
-          {"x", Role::input, Layout::rows, DTypeRule::case_dtype, case_shape(), "[..., hidden] the sublayer output"},
-          {"residual", Role::input, Layout::rows, DTypeRule::case_dtype, case_shape(), "[..., hidden] the residual stream"},
-          {"w", Role::input, Layout::per_column, DTypeRule::case_dtype, last_dim(), "[hidden] weight"},
-          {"dy", Role::upstream_gradient, Layout::rows, DTypeRule::case_dtype, case_shape(), "gradient of y"},
-          {"d_residual_out", Role::upstream_gradient, Layout::rows, DTypeRule::case_dtype, case_shape(), "gradient of residual_out"},
-          {"residual_out", Role::output, Layout::rows, DTypeRule::case_dtype, case_shape(), "h = x + residual, correctly rounded"},
-          {"y", Role::output, Layout::rows, DTypeRule::case_dtype, case_shape(), "h * rstd * w"},
-          {"dx", Role::gradient, Layout::rows, DTypeRule::case_dtype, case_shape(), "gradient of x (and of residual: the same tensor)"},
-          {"dw", Role::gradient, Layout::per_column, DTypeRule::case_dtype, last_dim(), "gradient of w: a sum over rows"},
+          {"x", Role::input, Layout::rows, T, case_shape(), "[..., hidden] the sublayer output"},
+          {"residual", Role::input, Layout::rows, T, case_shape(), "[..., hidden] the residual stream"},
+          {"w", Role::input, Layout::per_column, T, last_dim(), "[hidden] weight"},
+          {"dy", Role::upstream_gradient, Layout::rows, T, case_shape(), "gradient of y"},
+          {"d_residual_out", Role::upstream_gradient, Layout::rows, T, case_shape(), "gradient of residual_out"},
+          {"residual_out", Role::output, Layout::rows, T, case_shape(), "h = x + residual, correctly rounded"},
+          {"y", Role::output, Layout::rows, T, case_shape(), "h * rstd * w"},
+          {"dx", Role::gradient, Layout::rows, T, case_shape(), "gradient of x (and of residual: the same tensor)"},
+          {"dw", Role::gradient, Layout::per_column, T, last_dim(), "gradient of w: a sum over rows"},
       },
       {{"Forward", {"x", "residual", "w"}, {"residual_out", "y"}},
           {"Backward", {"x", "residual", "w", "dy", "d_residual_out"}, {"dx", "dw"}}},

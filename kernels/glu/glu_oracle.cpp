@@ -348,40 +348,31 @@ std::map<std::string, GoldenTensor> GeGLUOp::golden(const CaseSpec& c, const std
 }
 
 
-// ---- the descriptor ------------------------------------------------------------------
+// ---- the descriptors: SwiGLU and GeGLU declare the same tensors and passes ----------------
+namespace {
+OpDescriptor glu_descriptor(const char* name) {
+  const DTypeRule T = DTypeRule::case_dtype;
+  return {name,
+          1,
+          {
+              {"a", Role::input, Layout::rows, T, case_shape(), "[..., n] gate input (activation argument)"},
+              {"b", Role::input, Layout::rows, T, case_shape(), "[..., n] up projection"},
+              {"dy", Role::upstream_gradient, Layout::rows, T, case_shape(), "gradient of y"},
+              {"y", Role::output, Layout::rows, T, case_shape(), "act(a) * b"},
+              {"da", Role::gradient, Layout::rows, T, case_shape(), "dy * b * act'(a)"},
+              {"db", Role::gradient, Layout::rows, T, case_shape(), "dy * act(a)"},
+          },
+          {{"Forward", {"a", "b"}, {"y"}}, {"Backward", {"a", "b", "dy"}, {"da", "db"}}},
+          [](const CaseSpec& c) { return rows_of(c.shape); }};
+}
+}  // namespace
+
 const OpDescriptor& SwiGLUOp::descriptor() const {
-  static const OpDescriptor d{
-      "swiglu",
-      1,
-      {
-          {"a", Role::input, Layout::rows, DTypeRule::case_dtype, case_shape(), "[..., n] gate input (activation argument)"},
-          {"b", Role::input, Layout::rows, DTypeRule::case_dtype, case_shape(), "[..., n] up projection"},
-          {"dy", Role::upstream_gradient, Layout::rows, DTypeRule::case_dtype, case_shape(), "gradient of y"},
-          {"y", Role::output, Layout::rows, DTypeRule::case_dtype, case_shape(), "act(a) * b"},
-          {"da", Role::gradient, Layout::rows, DTypeRule::case_dtype, case_shape(), "dy * b * act'(a)"},
-          {"db", Role::gradient, Layout::rows, DTypeRule::case_dtype, case_shape(), "dy * act(a)"},
-      },
-      {{"Forward", {"a", "b"}, {"y"}},
-          {"Backward", {"a", "b", "dy"}, {"da", "db"}}},
-      [](const CaseSpec& c) { return rows_of(c.shape); }};
+  static const OpDescriptor d = glu_descriptor("swiglu");
   return d;
 }
-
 const OpDescriptor& GeGLUOp::descriptor() const {
-  static const OpDescriptor d{
-      "geglu",
-      1,
-      {
-          {"a", Role::input, Layout::rows, DTypeRule::case_dtype, case_shape(), "[..., n] gate input (activation argument)"},
-          {"b", Role::input, Layout::rows, DTypeRule::case_dtype, case_shape(), "[..., n] up projection"},
-          {"dy", Role::upstream_gradient, Layout::rows, DTypeRule::case_dtype, case_shape(), "gradient of y"},
-          {"y", Role::output, Layout::rows, DTypeRule::case_dtype, case_shape(), "act(a) * b"},
-          {"da", Role::gradient, Layout::rows, DTypeRule::case_dtype, case_shape(), "dy * b * act'(a)"},
-          {"db", Role::gradient, Layout::rows, DTypeRule::case_dtype, case_shape(), "dy * act(a)"},
-      },
-      {{"Forward", {"a", "b"}, {"y"}},
-          {"Backward", {"a", "b", "dy"}, {"da", "db"}}},
-      [](const CaseSpec& c) { return rows_of(c.shape); }};
+  static const OpDescriptor d = glu_descriptor("geglu");
   return d;
 }
 

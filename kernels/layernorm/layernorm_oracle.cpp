@@ -235,18 +235,19 @@ std::map<std::string, Tensor> reference_variant(const CaseSpec& c, const std::ma
 
 // ---- the descriptor ------------------------------------------------------------------
 const OpDescriptor& LayerNormOp::descriptor() const {
+  constexpr DTypeRule T = DTypeRule::case_dtype;
   static const OpDescriptor d{
       "layernorm",
       1,
       {
-          {"x", Role::input, Layout::rows, DTypeRule::case_dtype, case_shape(), "[..., hidden] activations; leading dims flattened into rows"},
-          {"w", Role::input, Layout::per_column, DTypeRule::case_dtype, last_dim(), "[hidden] weight (gamma)"},
-          {"b", Role::input, Layout::per_column, DTypeRule::case_dtype, last_dim(), "[hidden] bias (beta)"},
-          {"dy", Role::upstream_gradient, Layout::rows, DTypeRule::case_dtype, case_shape(), "gradient of y"},
-          {"y", Role::output, Layout::rows, DTypeRule::case_dtype, case_shape(), "(x - mean) * rstd * w + b"},
-          {"dx", Role::gradient, Layout::rows, DTypeRule::case_dtype, case_shape(), "gradient of x"},
-          {"dw", Role::gradient, Layout::per_column, DTypeRule::case_dtype, last_dim(), "gradient of w: a sum over rows"},
-          {"db", Role::gradient, Layout::per_column, DTypeRule::case_dtype, last_dim(), "gradient of b: a sum over rows"},
+          {"x", Role::input, Layout::rows, T, case_shape(), "[..., hidden] activations; leading dims flattened into rows"},
+          {"w", Role::input, Layout::per_column, T, last_dim(), "[hidden] weight (gamma)"},
+          {"b", Role::input, Layout::per_column, T, last_dim(), "[hidden] bias (beta)"},
+          {"dy", Role::upstream_gradient, Layout::rows, T, case_shape(), "gradient of y"},
+          {"y", Role::output, Layout::rows, T, case_shape(), "(x - mean) * rstd * w + b"},
+          {"dx", Role::gradient, Layout::rows, T, case_shape(), "gradient of x"},
+          {"dw", Role::gradient, Layout::per_column, T, last_dim(), "gradient of w: a sum over rows"},
+          {"db", Role::gradient, Layout::per_column, T, last_dim(), "gradient of b: a sum over rows"},
       },
       {{"Forward", {"x", "w", "b"}, {"y"}},
           {"Backward", {"x", "w", "dy"}, {"dx", "dw", "db"}}},

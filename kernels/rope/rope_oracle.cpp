@@ -224,19 +224,20 @@ std::vector<std::int64_t> tokens_shape(const CaseSpec& c) {
 }  // namespace
 
 const OpDescriptor& RopeOp::descriptor() const {
+  constexpr DTypeRule T = DTypeRule::case_dtype;
   static const OpDescriptor d{
       "rope",
       1,
       {
-          {"q", Role::input, Layout::rows, DTypeRule::case_dtype, case_shape(), "[batch, seq, q_heads, head_dim]; a row is one head of one token"},
-          {"k", Role::input, Layout::whole, DTypeRule::case_dtype, k_shape, "[batch, seq, kv_heads, head_dim]"},
+          {"q", Role::input, Layout::rows, T, case_shape(), "[batch, seq, q_heads, head_dim]; a row is one head of one token"},
+          {"k", Role::input, Layout::whole, T, k_shape, "[batch, seq, kv_heads, head_dim]"},
           {"positions", Role::index_input, Layout::whole, DTypeRule::i64, tokens_shape, "[batch, seq] position of each token"},
-          {"dq_rot", Role::upstream_gradient, Layout::rows, DTypeRule::case_dtype, case_shape(), "gradient of q_rot"},
-          {"dk_rot", Role::upstream_gradient, Layout::whole, DTypeRule::case_dtype, k_shape, "gradient of k_rot"},
-          {"q_rot", Role::output, Layout::rows, DTypeRule::case_dtype, case_shape(), "q rotated by +theta"},
-          {"k_rot", Role::output, Layout::whole, DTypeRule::case_dtype, k_shape, "k rotated by +theta"},
-          {"dq", Role::gradient, Layout::rows, DTypeRule::case_dtype, case_shape(), "dq_rot rotated by -theta"},
-          {"dk", Role::gradient, Layout::whole, DTypeRule::case_dtype, k_shape, "dk_rot rotated by -theta"},
+          {"dq_rot", Role::upstream_gradient, Layout::rows, T, case_shape(), "gradient of q_rot"},
+          {"dk_rot", Role::upstream_gradient, Layout::whole, T, k_shape, "gradient of k_rot"},
+          {"q_rot", Role::output, Layout::rows, T, case_shape(), "q rotated by +theta"},
+          {"k_rot", Role::output, Layout::whole, T, k_shape, "k rotated by +theta"},
+          {"dq", Role::gradient, Layout::rows, T, case_shape(), "dq_rot rotated by -theta"},
+          {"dk", Role::gradient, Layout::whole, T, k_shape, "dk_rot rotated by -theta"},
       },
       {{"Forward", {"q", "k", "positions"}, {"q_rot", "k_rot"}},
           {"Backward", {"dq_rot", "dk_rot", "positions"}, {"dq", "dk"}}},

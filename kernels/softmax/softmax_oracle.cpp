@@ -304,16 +304,17 @@ std::vector<std::int64_t> mask_shape(const CaseSpec& c) {
 }  // namespace
 
 const OpDescriptor& SoftmaxOp::descriptor() const {
+  constexpr DTypeRule T = DTypeRule::case_dtype;
   static const OpDescriptor d{
       "softmax",
       1,
       {
-          {"x", Role::input, Layout::rows, DTypeRule::case_dtype, case_shape(), "[..., q_len, k_len] scores; row r is query r mod q_len"},
-          {"mask", Role::input, Layout::whole, DTypeRule::case_dtype, mask_shape, "[q_len, k_len] additive mask (mask_mode 2; zeros otherwise)"},
-          {"dy", Role::upstream_gradient, Layout::rows, DTypeRule::case_dtype, case_shape(), "gradient of y"},
-          {"y_fwd", Role::saved_forward, Layout::rows, DTypeRule::case_dtype, case_shape(), "the saved forward output (the reference y, case dtype)"},
-          {"y", Role::output, Layout::rows, DTypeRule::case_dtype, case_shape(), "softmax(scale * x + mask) over the last dim"},
-          {"dx", Role::gradient, Layout::rows, DTypeRule::case_dtype, case_shape(), "scale * y_fwd * (dy - sum(dy * y_fwd))"},
+          {"x", Role::input, Layout::rows, T, case_shape(), "[..., q_len, k_len] scores; row r is query r mod q_len"},
+          {"mask", Role::input, Layout::whole, T, mask_shape, "[q_len, k_len] additive mask (mask_mode 2; zeros otherwise)"},
+          {"dy", Role::upstream_gradient, Layout::rows, T, case_shape(), "gradient of y"},
+          {"y_fwd", Role::saved_forward, Layout::rows, T, case_shape(), "the saved forward output (the reference y, case dtype)"},
+          {"y", Role::output, Layout::rows, T, case_shape(), "softmax(scale * x + mask) over the last dim"},
+          {"dx", Role::gradient, Layout::rows, T, case_shape(), "scale * y_fwd * (dy - sum(dy * y_fwd))"},
       },
       {{"Forward", {"x", "mask"}, {"y"}},
           {"Backward", {"y_fwd", "dy"}, {"dx"}}},
