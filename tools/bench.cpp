@@ -33,8 +33,9 @@
 // fill the GPU with a row-per-block kernel: it is still timed, but its line ends with
 // "(latency-bound: R rows < N SMs)" because its GB/s measures launch and latency.
 //
-// Exit status: 0 done; 77 no CUDA device (ctest: skipped); 2 nothing to do (report missing
-// or unreadable, no qualifying case, bad command line); 1 a CUDA error while benchmarking.
+// Exit status: 0 done; 77 no CUDA device, or no production case of at least 2^20 elements
+// (ctest: skipped); 2 nothing to do (report missing or unreadable, large production cases
+// but none PASS, bad command line); 1 a CUDA error while benchmarking.
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -82,6 +83,10 @@ struct UsageError : std::runtime_error {
 };
 /// No CUDA device: printed, exit status 77.
 struct NoDevice : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+/// No production case large enough to time (by design): printed, exit status 77.
+struct NothingToTime : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
@@ -251,6 +256,18 @@ std::vector<BenchCase> select_cases(const numgate::Report& report, const std::st
     skip_line(res, strf("bench: %d passing production case(s) below %lld elements not timed (boundary and "
                         "adversarial shapes: their time is launch latency, not bandwidth)",
                         n_small, static_cast<long long>(kMinElements)));
+  // Nothing to time by design (every production case is a small boundary shape, or the op
+  // declares none): not a failure.
+  bool any_large = false;
+  for (const numgate::CaseReport& c : report.cases) {
+    if (!c.spec.production) continue;
+    int64_t n = 1;
+    for (auto d : c.spec.shape) n = (d > 0 && n <= INT64_MAX / d) ? n * d : (d > 0 ? INT64_MAX : 0);
+    any_large |= n >= kMinElements;
+  }
+  if (out.empty() && !any_large)
+    throw NothingToTime(strf("report '%s' holds no production case of at least %lld elements: nothing to benchmark",
+                             path.c_str(), static_cast<long long>(kMinElements)));
   if (out.empty()) {
     throw UsageError(strf("no case in report '%s' qualifies for benchmarking: need production == true, "
                           "verdict == \"PASS\", a registered target and a readable fixture file (found %d "
@@ -555,6 +572,9 @@ int main(int argc, char** argv) {
     return finish(opt, res, run(opt, res), "");
   } catch (const NoDevice& e) {
     std::fprintf(stderr, "numgate-bench: %s\n", e.what());
+    return finish(opt, res, kExitNoDevice, e.what());
+  } catch (const NothingToTime& e) {
+    std::printf("numgate-bench: %s\n", e.what());
     return finish(opt, res, kExitNoDevice, e.what());
   } catch (const UsageError& e) {
     std::fprintf(stderr, "numgate-bench: %s\n", e.what());

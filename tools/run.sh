@@ -55,6 +55,8 @@ fi
 for r in "${reports[@]}"; do
   [ -f "$r" ] && sed -n '/^## Summary/,/^## Coverage/p' "$r" | sed '$d'
 done
+# A failure fails the job with or without a device (a broken fixture is visible on the CPU).
+[ $rc -eq 0 ] || { echo "FAILED (ctest exit $rc): see the output above, ${reports[*]} and $log" >&2; exit $rc; }
 if grep -q "no CUDA device" "${reports[0]}" 2>/dev/null; then
   echo
   echo "NO CUDA DEVICE: target kernels were NOT run. Verified: committed fixtures current, oracles"
@@ -63,4 +65,3 @@ if grep -q "no CUDA device" "${reports[0]}" 2>/dev/null; then
 fi
 echo "== benchmark (cases whose numerics passed) =="
 grep -E '^bench ' "$log" || echo "(no benchmark lines: see $log)"
-[ $rc -eq 0 ] || { echo "FAILED (ctest exit $rc): see the output above, ${reports[*]} and $log" >&2; exit $rc; }

@@ -97,13 +97,16 @@ void edit_element(const fs::path& p, const std::string& dataset, std::size_t i, 
   H5Dclose(d);
   H5Fclose(f);
 }
-// Recomputes a dataset's crc32 attribute from its bytes (what a determined editor would do).
+// Recomputes a dataset's crc32 attribute (schema 3: the CRC of its key "<case>/<group>/<tensor>"
+// then its bytes) for a reference dataset, what a determined editor would do.
 void redigest(const fs::path& p, const std::string& dataset) {
   const hid_t f = open_rw(p), d = H5Dopen2(f, dataset.c_str(), H5P_DEFAULT);
   const hid_t t = H5Dget_type(d), s = H5Dget_space(d);
   std::vector<unsigned char> b(H5Tget_size(t) * static_cast<std::size_t>(H5Sget_simple_extent_npoints(s)));
   ASSERT_GE(H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, b.data()), 0);
-  const auto crc = static_cast<std::uint32_t>(::crc32_z(0, b.data(), b.size()));
+  const std::string key = dataset.substr(std::string("/cases/").size());
+  const auto crc = static_cast<std::uint32_t>(
+      ::crc32_z(::crc32_z(0, reinterpret_cast<const unsigned char*>(key.data()), key.size()), b.data(), b.size()));
   H5Adelete(d, "crc32");
   const hid_t as = H5Screate(H5S_SCALAR), a = H5Acreate2(d, "crc32", H5T_STD_U32LE, as, H5P_DEFAULT, H5P_DEFAULT);
   ASSERT_GE(H5Awrite(a, H5T_NATIVE_UINT32, &crc), 0);
@@ -420,6 +423,53 @@ TEST(DamagedFixtures, EditedReferenceWithItsDigestRecomputedCannotWidenTheGate) 
   EXPECT_LE(after.reference_relative_error, after.params.max_reference_relative_error);
   EXPECT_FALSE(after.gate_valid) << describe(after, edited.spec);
   EXPECT_EQ(after.verdict, Verdict::inconclusive) << describe(after, edited.spec);
+}
+
+// Links `from` to `to` in the same file (H5Ocopy: data and attributes, its crc32 included),
+// replacing what was at `to`, as h5py's f.copy would.
+void copy_object(const fs::path& p, const std::string& from, const std::string& to) {
+  const hid_t f = open_rw(p);
+  if (H5Lexists(f, to.c_str(), H5P_DEFAULT) > 0) H5Ldelete(f, to.c_str(), H5P_DEFAULT);
+  ASSERT_GE(H5Ocopy(f, from.c_str(), f, to.c_str(), H5P_DEFAULT, H5P_DEFAULT), 0) << from << " -> " << to;
+  H5Fclose(f);
+}
+void delete_object(const fs::path& p, const std::string& path) {
+  const hid_t f = open_rw(p);
+  ASSERT_GE(H5Ldelete(f, path.c_str(), H5P_DEFAULT), 0) << path;
+  H5Fclose(f);
+}
+
+TEST(DamagedFixtures, GoldenAbsTermsCannotBeDeletedAddedOrReshaped) {
+  // golden_abs_terms/<t> scales the conditioning envelope and holds 0 where every term is
+  // 0 (the rule that a kernel writes exactly 0 there, e.g. on the zero row). Deleting it
+  // (condition 1 everywhere), adding one where it was omitted (copied from another tensor,
+  // with that tensor's valid crc32) or replacing it by one of another shape would change the
+  // gate without touching the data of golden/<t>: golden/<t>'s digest covers it.
+  const std::string k = "bf16_4x1024_zero_row_seed14", base = "/cases/" + k + "/golden_abs_terms/";
+  const fs::path deleted = fresh_copy("abs_deleted");
+  delete_object(deleted, base + "dx");
+  EXPECT_TRUE(refused(deleted, {k + "/golden", "'dx'", "digest"}));
+  EXPECT_NE(not_current(deleted).find("digest"), std::string::npos) << not_current(deleted);
+  const fs::path added = fresh_copy("abs_added");
+  copy_object(added, base + "dx", base + "y");  // y's terms are omitted (condition 1): now "stored"
+  EXPECT_TRUE(refused(added, {k + "/golden", "'y'", "digest"}));
+  const fs::path reshaped = fresh_copy("abs_reshaped");
+  copy_object(reshaped, base + "dw", base + "dx");  // [1024] where dx is [4, 1024]
+  EXPECT_TRUE(refused(reshaped, {k, "digest"}));
+  EXPECT_TRUE(check_refuses(reshaped.parent_path(), {"STALE rmsnorm/" + k}));
+}
+
+TEST(DamagedFixtures, DataMovedToAnotherCaseOrTensorIsRefused) {
+  // Every group of one case replaced by another case's (same shapes, every crc32 valid for
+  // the data it covers): the digests are keyed by case, group and tensor.
+  const fs::path p = fresh_copy("moved");
+  const std::string a = "/cases/bf16_8x5120_seed8/", b = "/cases/bf16_8x5120_near_zero_variance_seed13/";
+  for (const char* g : {"inputs", "inputs_fp64", "golden", "golden_abs_terms", "reference"}) copy_object(p, b + g, a + g);
+  EXPECT_TRUE(refused(p, {"bf16_8x5120_seed8", "digest"}));
+  EXPECT_NE(not_current(p).find("digest"), std::string::npos) << not_current(p);
+  const fs::path q = fresh_copy("swapped");
+  copy_object(q, "/cases/bf16_3x256_seed2/reference/dx", "/cases/bf16_3x256_seed2/reference/y");
+  EXPECT_TRUE(refused(q, {"bf16_3x256_seed2/reference", "'y'", "digest"}));
 }
 
 TEST(DamagedFixtures, EmptySeedAttribute) {

@@ -395,7 +395,7 @@ Report assemble_report() {
   // file name, the field as the row's tensor, and the message with its fix as a note.
   for (const auto& p : config().problems) {
     CaseReport cr;
-    cr.op = p.op.empty() ? "(fixtures)" : p.op;
+    cr.op = p.op.empty() ? kNoOpProblems : p.op;
     cr.file = p.file;
     cr.spec.name = !p.kase.empty() ? p.kase : (p.folder ? "folder " : "file ") + p.file;
     cr.tensors.push_back(fail_row(p.field.empty() ? "(fixture)" : p.field, p.message()));
@@ -406,7 +406,7 @@ Report assemble_report() {
   if (!config().ops.empty()) {
     std::string ops;
     for (const auto& o : config().ops) ops += (ops.empty() ? "" : ", ") + o;
-    rep.not_run.push_back("ops other than " + ops + ": not selected (--op)");
+    rep.not_run.push_back(kOpsNotSelected + ops + ": not selected (--op)");
   }
   if (!config().have_device) rep.not_run.push_back(config().no_device_reason);
   if (!have_production)
