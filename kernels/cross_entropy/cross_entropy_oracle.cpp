@@ -161,6 +161,13 @@ std::map<std::string, Tensor> CrossEntropyOp::make_inputs(const CaseSpec& c) con
   return {{"logits", x}, {"targets", tg}, {"dloss", dl}};
 }
 
+std::map<std::string, std::vector<bool>> CrossEntropyOp::nondifferentiable(
+    const CaseSpec& c, const std::map<std::string, Tensor>& in) const {
+  auto out = nonfinite_rows(*this, c, in);
+  if (c.param("reduction") != 0 && out.count("logits")) out["logits"].assign(out["logits"].size(), true);
+  return out;
+}
+
 std::map<std::string, GoldenTensor> CrossEntropyOp::golden(const CaseSpec& c,
                                                            const std::map<std::string, Tensor>& in) const {
   const Config k = config_of(c);
@@ -362,10 +369,10 @@ const OpDescriptor& CrossEntropyOp::descriptor() const {
       {
           {"logits", Role::input, Layout::rows, T, case_shape(), "[tokens, vocab]; a row is one token"},
           {"targets", Role::index_input, Layout::whole, DTypeRule::i64, per_token, "[tokens] class index or ignore_index"},
-          {"dloss", Role::upstream_gradient, Layout::whole, T, loss_shape_of, "[1] (mean, sum) or [tokens] (none): gradient of loss"},
+          {"dloss", Role::upstream_gradient, Layout::whole, T, loss_shape_of, "[1] (mean, sum) or [tokens] (none): gradient of loss", {"loss"}},
           {"loss", Role::output, Layout::whole, T, loss_shape_of, "[1] (mean, sum) or [tokens] (none); z-loss folded in"},
           {"lse", Role::output, Layout::whole, T, per_token, "[tokens] log-sum-exp of the (soft-capped) logits"},
-          {"dlogits", Role::gradient, Layout::rows, T, case_shape(), "[tokens, vocab] gradient of the logits"},
+          {"dlogits", Role::gradient, Layout::rows, T, case_shape(), "[tokens, vocab] gradient of the logits", {"logits"}},
       },
       {{"Forward", {"logits", "targets"}, {"loss", "lse"}},
           {"Backward", {"logits", "targets", "dloss"}, {"dlogits"}}},

@@ -125,6 +125,10 @@ class CrossEntropyOp final : public Op {
   std::vector<CaseSpec> cases() const override;  // cross_entropy_cases.cpp
   std::map<std::string, Tensor> make_inputs(const CaseSpec& c) const override;
   std::map<std::string, GoldenTensor> golden(const CaseSpec& c, const std::map<std::string, Tensor>& in64) const override;
+  /// Gate 1: the default rule (a token with a NaN/Inf logit is excluded) and, for the mean
+  /// and sum reductions, every token as soon as one is (the scalar loss is then not finite).
+  std::map<std::string, std::vector<bool>> nondifferentiable(const CaseSpec& c,
+                                                             const std::map<std::string, Tensor>& in64) const override;
   std::map<std::string, Tensor> reference(const CaseSpec& c, const std::map<std::string, Tensor>& in) const override {
     return reference_variant(c, in, Mutant::none);
   }

@@ -339,6 +339,25 @@ std::map<std::string, Tensor> reference_variant(const std::string& op, const Cas
 std::map<std::string, Tensor> SwiGLUOp::make_inputs(const CaseSpec& c) const {
   return draw(Act::silu, c, name());
 }
+namespace {
+std::map<std::string, std::vector<bool>> elementwise_nonfinite(const std::map<std::string, Tensor>& in) {
+  const Tensor &a = in.at("a"), &b = in.at("b"), &dy = in.at("dy");
+  std::vector<bool> m(a.numel(), false);
+  for (std::size_t i = 0; i < m.size(); ++i)
+    m[i] = !std::isfinite(a.get(i)) || !std::isfinite(b.get(i)) || !std::isfinite(dy.get(i));
+  return {{"a", m}, {"b", m}};
+}
+}  // namespace
+
+std::map<std::string, std::vector<bool>> SwiGLUOp::nondifferentiable(const CaseSpec&,
+                                                                     const std::map<std::string, Tensor>& in) const {
+  return elementwise_nonfinite(in);
+}
+std::map<std::string, std::vector<bool>> GeGLUOp::nondifferentiable(const CaseSpec&,
+                                                                    const std::map<std::string, Tensor>& in) const {
+  return elementwise_nonfinite(in);
+}
+
 std::map<std::string, GoldenTensor> SwiGLUOp::golden(const CaseSpec& c, const std::map<std::string, Tensor>& in) const {
   return golden_of(Act::silu, c, in);
 }
@@ -357,10 +376,10 @@ OpDescriptor glu_descriptor(const char* name) {
           {
               {"a", Role::input, Layout::rows, T, case_shape(), "[..., n] gate input (activation argument)"},
               {"b", Role::input, Layout::rows, T, case_shape(), "[..., n] up projection"},
-              {"dy", Role::upstream_gradient, Layout::rows, T, case_shape(), "gradient of y"},
+              {"dy", Role::upstream_gradient, Layout::rows, T, case_shape(), "gradient of y", {"y"}},
               {"y", Role::output, Layout::rows, T, case_shape(), "act(a) * b"},
-              {"da", Role::gradient, Layout::rows, T, case_shape(), "dy * b * act'(a)"},
-              {"db", Role::gradient, Layout::rows, T, case_shape(), "dy * act(a)"},
+              {"da", Role::gradient, Layout::rows, T, case_shape(), "dy * b * act'(a)", {"a"}},
+              {"db", Role::gradient, Layout::rows, T, case_shape(), "dy * act(a)", {"b"}},
           },
           {{"Forward", {"a", "b"}, {"y"}}, {"Backward", {"a", "b", "dy"}, {"da", "db"}}},
           [](const CaseSpec& c) { return rows_of(c.shape); }};

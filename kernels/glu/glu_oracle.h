@@ -62,6 +62,9 @@ class SwiGLUOp final : public Op {
   std::vector<CaseSpec> cases() const override;  // glu_cases.cpp
   std::map<std::string, Tensor> make_inputs(const CaseSpec& c) const override;
   std::map<std::string, GoldenTensor> golden(const CaseSpec& c, const std::map<std::string, Tensor>& in64) const override;
+  /// Gate 1: elementwise, an element of a and b is excluded where a, b or dy is NaN/Inf.
+  std::map<std::string, std::vector<bool>> nondifferentiable(const CaseSpec& c,
+                                                             const std::map<std::string, Tensor>& in64) const override;
   std::map<std::string, Tensor> reference(const CaseSpec& c, const std::map<std::string, Tensor>& in) const override {
     return reference_variant(name(), c, in, Mutant::none);
   }
@@ -73,6 +76,9 @@ class GeGLUOp final : public Op {
   std::vector<CaseSpec> cases() const override;  // glu_cases.cpp
   std::map<std::string, Tensor> make_inputs(const CaseSpec& c) const override;
   std::map<std::string, GoldenTensor> golden(const CaseSpec& c, const std::map<std::string, Tensor>& in64) const override;
+  /// Gate 1: elementwise, an element of a and b is excluded where a, b or dy is NaN/Inf.
+  std::map<std::string, std::vector<bool>> nondifferentiable(const CaseSpec& c,
+                                                             const std::map<std::string, Tensor>& in64) const override;
   std::map<std::string, Tensor> reference(const CaseSpec& c, const std::map<std::string, Tensor>& in) const override {
     return reference_variant(name(), c, in, Mutant::none);
   }

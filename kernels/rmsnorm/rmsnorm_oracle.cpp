@@ -151,10 +151,10 @@ const OpDescriptor& RMSNormOp::descriptor() const {
       {
           {"x", Role::input, Layout::rows, T, case_shape(), "[..., hidden] activations; leading dims flattened into rows"},
           {"w", Role::input, Layout::per_column, T, last_dim(), "[hidden] weight"},
-          {"dy", Role::upstream_gradient, Layout::rows, T, case_shape(), "[..., hidden] gradient of y"},
+          {"dy", Role::upstream_gradient, Layout::rows, T, case_shape(), "[..., hidden] gradient of y", {"y"}},
           {"y", Role::output, Layout::rows, T, case_shape(), "x * rstd * w"},
-          {"dx", Role::gradient, Layout::rows, T, case_shape(), "gradient of x"},
-          {"dw", Role::gradient, Layout::per_column, T, last_dim(), "gradient of w: a sum over rows"},
+          {"dx", Role::gradient, Layout::rows, T, case_shape(), "gradient of x", {"x"}},
+          {"dw", Role::gradient, Layout::per_column, T, last_dim(), "gradient of w: a sum over rows", {"w"}},
       },
       {{"Forward", {"x", "w"}, {"y"}},
           {"Backward", {"x", "w", "dy"}, {"dx", "dw"}}},

@@ -129,6 +129,26 @@ std::map<std::string, Tensor> RopeOp::make_inputs(const CaseSpec& c) const {
   return {{"q", q}, {"k", k}, {"positions", pos}, {"dq_rot", dq}, {"dk_rot", dk}};
 }
 
+std::map<std::string, std::vector<bool>> RopeOp::nondifferentiable(const CaseSpec& c,
+                                                                   const std::map<std::string, Tensor>& in) const {
+  const std::size_t tokens = static_cast<std::size_t>(c.shape.at(0) * c.shape.at(1));
+  std::vector<bool> bad(tokens, false);
+  for (const char* n : {"q", "k", "dq_rot", "dk_rot"}) {
+    const Tensor& t = in.at(n);
+    const std::size_t per = t.numel() / tokens;
+    for (std::size_t i = 0; i < t.numel(); ++i)
+      if (!std::isfinite(t.get(i))) bad[i / per] = true;
+  }
+  std::map<std::string, std::vector<bool>> out;
+  for (const char* n : {"q", "k"}) {
+    const std::size_t numel = in.at(n).numel(), per = numel / tokens;
+    std::vector<bool> m(numel);
+    for (std::size_t i = 0; i < numel; ++i) m[i] = bad[i / per];
+    out[n] = m;
+  }
+  return out;
+}
+
 std::map<std::string, GoldenTensor> RopeOp::golden(const CaseSpec& c, const std::map<std::string, Tensor>& in) const {
   const Dims d = dims_of(c);
   const bool il = interleaved_of(c);
@@ -232,12 +252,12 @@ const OpDescriptor& RopeOp::descriptor() const {
           {"q", Role::input, Layout::rows, T, case_shape(), "[batch, seq, q_heads, head_dim]; a row is one head of one token"},
           {"k", Role::input, Layout::whole, T, k_shape, "[batch, seq, kv_heads, head_dim]"},
           {"positions", Role::index_input, Layout::whole, DTypeRule::i64, tokens_shape, "[batch, seq] position of each token"},
-          {"dq_rot", Role::upstream_gradient, Layout::rows, T, case_shape(), "gradient of q_rot"},
-          {"dk_rot", Role::upstream_gradient, Layout::whole, T, k_shape, "gradient of k_rot"},
+          {"dq_rot", Role::upstream_gradient, Layout::rows, T, case_shape(), "gradient of q_rot", {"q_rot"}},
+          {"dk_rot", Role::upstream_gradient, Layout::whole, T, k_shape, "gradient of k_rot", {"k_rot"}},
           {"q_rot", Role::output, Layout::rows, T, case_shape(), "q rotated by +theta"},
           {"k_rot", Role::output, Layout::whole, T, k_shape, "k rotated by +theta"},
-          {"dq", Role::gradient, Layout::rows, T, case_shape(), "dq_rot rotated by -theta"},
-          {"dk", Role::gradient, Layout::whole, T, k_shape, "dk_rot rotated by -theta"},
+          {"dq", Role::gradient, Layout::rows, T, case_shape(), "dq_rot rotated by -theta", {"q"}},
+          {"dk", Role::gradient, Layout::whole, T, k_shape, "dk_rot rotated by -theta", {"k"}},
       },
       {{"Forward", {"q", "k", "positions"}, {"q_rot", "k_rot"}},
           {"Backward", {"dq_rot", "dk_rot", "positions"}, {"dq", "dk"}}},

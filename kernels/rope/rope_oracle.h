@@ -83,6 +83,10 @@ class RopeOp final : public Op {
   std::vector<CaseSpec> cases() const override;  // rope_cases.cpp
   std::map<std::string, Tensor> make_inputs(const CaseSpec& c) const override;
   std::map<std::string, GoldenTensor> golden(const CaseSpec& c, const std::map<std::string, Tensor>& in64) const override;
+  /// Gate 1: every q and k element of a token (batch, seq) in which q, k, dq_rot or dk_rot
+  /// holds a NaN/Inf is excluded (a rotation mixes the elements of a pair).
+  std::map<std::string, std::vector<bool>> nondifferentiable(const CaseSpec& c,
+                                                             const std::map<std::string, Tensor>& in64) const override;
   std::map<std::string, Tensor> reference(const CaseSpec& c, const std::map<std::string, Tensor>& in) const override {
     return reference_variant(c, in, Mutant::none);
   }

@@ -216,6 +216,23 @@ std::map<std::string, Tensor> SoftmaxOp::make_inputs(const CaseSpec& c) const {
 //   dx_j = scale y_j dy_j - scale y_j sum_k dy_k y_k
 //          -> |scale| |y_j| (|dy_j| + sum_k |dy_k y_k|), envelope k_len + 2;
 //          0 (exact zero) wherever y_fwd_j = 0, e.g. masked positions.
+std::map<std::string, std::vector<bool>> SoftmaxOp::nondifferentiable(const CaseSpec& c,
+                                                                      const std::map<std::string, Tensor>& in) const {
+  auto out = nonfinite_rows(*this, c, in);
+  const Tensor& x = in.at("x");
+  const std::size_t n = x.numel(), k = static_cast<std::size_t>(c.shape.back());
+  std::vector<bool> m = out.count("x") ? out.at("x") : std::vector<bool>(n, false);
+  const double scale = std::fabs(c.param("scale"));
+  for (std::size_t r = 0; r < n / k; ++r) {
+    bool huge = false;
+    for (std::size_t j = 0; j < k; ++j) huge = huge || scale * std::fabs(x.get(r * k + j)) > 0x1p40;
+    if (huge)
+      for (std::size_t j = 0; j < k; ++j) m[r * k + j] = true;
+  }
+  out["x"] = m;
+  return out;
+}
+
 std::map<std::string, GoldenTensor> SoftmaxOp::golden(const CaseSpec& c, const std::map<std::string, Tensor>& in) const {
   const Dims d = dims_of(c);
   const int mode = mask_mode_of(c);
@@ -310,11 +327,11 @@ const OpDescriptor& SoftmaxOp::descriptor() const {
       1,
       {
           {"x", Role::input, Layout::rows, T, case_shape(), "[..., q_len, k_len] scores; row r is query r mod q_len"},
-          {"mask", Role::input, Layout::whole, T, mask_shape, "[q_len, k_len] additive mask (mask_mode 2; zeros otherwise)"},
-          {"dy", Role::upstream_gradient, Layout::rows, T, case_shape(), "gradient of y"},
-          {"y_fwd", Role::saved_forward, Layout::rows, T, case_shape(), "the saved forward output (the reference y, case dtype)"},
+          {"mask", Role::input, Layout::whole, T, mask_shape, "[q_len, k_len] additive mask (mask_mode 2; zeros otherwise)", {}, "a constant of the attention pattern: no gradient is gated"},
+          {"dy", Role::upstream_gradient, Layout::rows, T, case_shape(), "gradient of y", {"y"}},
+          {"y_fwd", Role::saved_forward, Layout::rows, T, case_shape(), "the saved forward output (the reference y, case dtype)", {"y"}},
           {"y", Role::output, Layout::rows, T, case_shape(), "softmax(scale * x + mask) over the last dim"},
-          {"dx", Role::gradient, Layout::rows, T, case_shape(), "scale * y_fwd * (dy - sum(dy * y_fwd))"},
+          {"dx", Role::gradient, Layout::rows, T, case_shape(), "scale * y_fwd * (dy - sum(dy * y_fwd))", {"x"}},
       },
       {{"Forward", {"x", "mask"}, {"y"}},
           {"Backward", {"y_fwd", "dy"}, {"dx"}}},

@@ -119,5 +119,45 @@ TEST(Descriptor, IncoherentDeclarationsAreNamed) {
   }
 }
 
+// Gate 1's declarations (TensorDecl::of, not_differentiated) are checked as well.
+TEST(Descriptor, IncoherentGradientDeclarationsAreNamed) {
+  auto base = [] {
+    const DTypeRule T = DTypeRule::case_dtype;
+    return OpDescriptor{"broken_backward",
+                        1,
+                        {{"x", Role::input, Layout::rows, T, case_shape(), "x"},
+                         {"m", Role::input, Layout::rows, T, case_shape(), "mask", {}, "a constant"},
+                         {"idx", Role::index_input, Layout::whole, DTypeRule::i64, fixed_shape({2}), "idx"},
+                         {"dy", Role::upstream_gradient, Layout::rows, T, case_shape(), "dy", {"y"}},
+                         {"y", Role::output, Layout::rows, T, case_shape(), "y"},
+                         {"dx", Role::gradient, Layout::rows, T, case_shape(), "dx", {"x"}}},
+                        {{"Forward", {"x", "m", "idx"}, {"y"}}, {"Backward", {"x", "dy"}, {"dx"}}},
+                        [](const CaseSpec& c) { return rows_of(c.shape); }};
+  };
+  EXPECT_EQ(base().problems(), "");  // control
+  struct Damage {
+    const char* expect;
+    std::function<void(OpDescriptor&)> apply;
+  } damages[] = {
+      {"declares no input it is the gradient of", [](OpDescriptor& d) { d.tensors[5].of.clear(); }},
+      {"is the gradient of undeclared 'z'", [](OpDescriptor& d) { d.tensors[5].of = {"z"}; }},
+      {"(not differentiable)", [](OpDescriptor& d) { d.tensors[5].of = {"idx"}; }},
+      {"declared not differentiated", [](OpDescriptor& d) { d.tensors[5].of = {"x", "m"}; }},
+      {"differentiable input 'x' has no gradient", [](OpDescriptor& d) { d.tensors[5].of = {}; d.tensors[5].of.push_back("m"); d.tensors[1].not_differentiated.clear(); }},
+      {"differentiable input 'm' has no gradient", [](OpDescriptor& d) { d.tensors[1].not_differentiated.clear(); }},
+      {"weights undeclared 'q'", [](OpDescriptor& d) { d.tensors[3].of = {"q"}; }},
+      {"which is not an output", [](OpDescriptor& d) { d.tensors[3].of = {"dx"}; }},
+      {"must weight exactly one output", [](OpDescriptor& d) { d.tensors[3].of.clear(); }},
+      {"has two upstream gradients", [](OpDescriptor& d) { TensorDecl t = d.tensors[3]; t.name = "dy2"; d.tensors.insert(d.tensors.begin() + 4, t); }},
+      {"only inputs can", [](OpDescriptor& d) { d.tensors[2].not_differentiated = "why"; }},
+      {"only gradients, upstream gradients and saved forward outputs", [](OpDescriptor& d) { d.tensors[4].of = {"x"}; }},
+  };
+  for (const auto& dm : damages) {
+    OpDescriptor d = base();
+    dm.apply(d);
+    EXPECT_NE(d.problems().find(dm.expect), std::string::npos) << dm.expect << " not in: " << d.problems();
+  }
+}
+
 }  // namespace
 }  // namespace numgate
