@@ -461,6 +461,82 @@ TEST(ReplayEndToEnd, GoodFixturesOnlyReportNoProblem) {
   EXPECT_NE(md.find("### " + kGoodOp + " / "), std::string::npos) << md;
 }
 
+// A case the code declares for a file's set (committed: <op>.h5) that the file lacks is a
+// fixture problem, device or not: exit 1, the case and the file named.
+TEST(ReplayEndToEnd, DeclaredCaseMissingFromItsFileIsAProblem) {
+  Scratch s("e2e_missing_case");
+  const std::string op = "rmsnorm";  // a committed file of several cases
+  const fs::path fx = s / "fixtures", out = s / "out", f = fx / (op + ".h5");
+  fs::create_directories(fx);
+  fs::copy_file(fs::path(testing::golden_dir()) / (op + ".h5"), f);
+  const auto cases = read_fixture_info(f.string()).cases;
+  ASSERT_GE(cases.size(), 2u);
+  const std::string gone = cases.at(1);
+  delete_link(f, "cases/" + gone);
+  {
+    const auto d = discover({fx});
+    ASSERT_TRUE(d.problems.empty()) << all_messages(d);  // the library alone does not know the code's cases
+    ASSERT_EQ(d.files.size(), 1u);
+    EXPECT_EQ(d.files[0].file_cases.size(), cases.size() - 1);
+  }
+  const fs::path xml = out / "junit.xml";
+  const ReplayRun r = run_replay("--fixtures " + fx.string() + " --report-dir " + out.string() +
+                                     " --gtest_output=xml:" + xml.string(),
+                                 s / "replay.log");
+  ASSERT_TRUE(r.exited) << r.output;
+  EXPECT_EQ(r.code, 1) << r.output;
+  const std::string md = slurp(out / "report.md"), junit = slurp(xml);
+  const std::string expect = "fixture file '" + f.string() + "', case '" + gone +
+                             "': declared in the code (committed set of op " + op + ") but missing from " +
+                             f.string();
+  EXPECT_NE(md.find(expect), std::string::npos) << md;
+  EXPECT_NE(junit.find(expect), std::string::npos) << junit;
+  EXPECT_NE(r.output.find("FIXTURE PROBLEM: " + expect), std::string::npos) << r.output;
+  // Only that case: the others are not reported missing.
+  for (const auto& c : cases)
+    if (c != gone) EXPECT_EQ(md.find("case '" + c + "': declared in the code"), std::string::npos) << c << "\n" << md;
+}
+
+// A file whose file-level formula_version is not the code's is stale as a whole: exit 1,
+// the field and both versions named (its cases' own attributes are untouched).
+TEST(ReplayEndToEnd, FileLevelFormulaVersionThatDiffersFromTheCodeIsAProblem) {
+  Scratch s("e2e_file_version");
+  const fs::path fx = s / "fixtures", out = s / "out", f = fx / (kGoodOp + ".h5");
+  fs::create_directories(fx);
+  copy_good(f);
+  const int code_version = find_op(kGoodOp).formula_version();
+  patch_i64_attribute(f, "formula_version", code_version + 998);
+  {
+    const auto d = discover({fx});
+    ASSERT_TRUE(d.problems.empty()) << all_messages(d);
+    ASSERT_EQ(d.files.size(), 1u);
+    EXPECT_EQ(d.files[0].formula_version, code_version + 998);
+  }
+  const ReplayRun r = run_replay("--fixtures " + fx.string() + " --report-dir " + out.string(), s / "replay.log");
+  ASSERT_TRUE(r.exited) << r.output;
+  EXPECT_EQ(r.code, 1) << r.output;
+  const std::string md = slurp(out / "report.md");
+  const std::string expect = "fixture file '" + f.string() + "', field 'formula_version': stale file: file-level " +
+                             "formula_version " + std::to_string(code_version + 998) + ", the code declares " +
+                             std::to_string(code_version);
+  EXPECT_NE(md.find(expect), std::string::npos) << md;
+  EXPECT_NE(r.output.find("FIXTURE PROBLEM: " + expect), std::string::npos) << r.output;
+  EXPECT_EQ(md.find("missing from"), std::string::npos) << md;  // every case is still there
+}
+
+// The control of the two above on every committed file: no declared case missing, no
+// stale file-level version.
+TEST(ReplayEndToEnd, CommittedFixturesGiveNoFixtureProblem) {
+  Scratch s("e2e_committed");
+  const fs::path out = s / "out";
+  const ReplayRun r = run_replay("--fixtures " + testing::golden_dir() + " --report-dir " + out.string() +
+                                     " --gtest_filter=Fixtures.*",
+                                 s / "replay.log");
+  ASSERT_TRUE(r.exited) << r.output;
+  EXPECT_EQ(r.output.find("FIXTURE PROBLEM"), std::string::npos) << r.output;
+  if (!have_cuda_device(r.output)) EXPECT_EQ(r.code, 77) << r.output;
+}
+
 TEST(ReplayEndToEnd, OpSelectsTheReplayedAndReportedFixtures) {
   Scratch s("e2e_op");
   const fs::path fx = s / "fixtures";

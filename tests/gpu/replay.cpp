@@ -35,6 +35,48 @@ std::vector<ReplayCase>& case_list() {
 }
 }  // namespace
 
+std::vector<FixtureProblem> file_problems(const FixtureEntry& f) {
+  std::vector<FixtureProblem> out;
+  auto add = [&](const std::string& kase, const std::string& field, const std::string& what, const std::string& fix) {
+    FixtureProblem p;
+    p.file = f.path;
+    p.op = f.op;
+    p.kase = kase;
+    p.field = field;
+    p.what = what;
+    p.fix = fix;
+    out.push_back(std::move(p));
+  };
+  const std::string set = f.production ? "production" : "committed";
+  const std::string regenerate = "regenerate it: `numgate-generate --set " + set + " --op " + f.op +
+                                 "` (see README: Regenerating golden data)";
+  try {
+    const Op& op = find_op(f.op);
+    if (f.formula_version != op.formula_version())
+      add("", "formula_version",
+          "stale file: file-level formula_version " + std::to_string(f.formula_version) + ", the code declares " +
+              std::to_string(op.formula_version()) + " (op " + f.op + "'s descriptor)",
+          regenerate);
+    if (f.generator_version != kGeneratorVersion)
+      add("", "generator_version",
+          "stale file: file-level generator_version '" + f.generator_version + "', the code's is '" +
+              kGeneratorVersion + "'",
+          regenerate);
+    for (const CaseSpec& c : op.cases()) {
+      if (c.production != f.production) continue;
+      if (std::binary_search(f.file_cases.begin(), f.file_cases.end(), c.name)) continue;
+      add(c.name, "", "declared in the code (" + set + " set of op " + f.op + ") but missing from " + f.path +
+                          ": never replayed",
+          regenerate);
+    }
+  } catch (const std::exception& e) {
+    add("", "", std::string("cannot be compared with the code's declaration: ") + e.what(), regenerate);
+  } catch (...) {
+    add("", "", "cannot be compared with the code's declaration (unknown error)", regenerate);
+  }
+  return out;
+}
+
 void discover() {
   Config& cfg = config();
   std::vector<std::string> known;
@@ -43,6 +85,9 @@ void discover() {
   cfg.problems.clear();
   for (const auto& p : cfg.discovery.problems)
     if (p.op.empty() || selected(p.op)) cfg.problems.push_back(p);
+  for (const auto& f : cfg.discovery.files)
+    if (selected(f.op))
+      for (auto& p : file_problems(f)) cfg.problems.push_back(std::move(p));
   auto& v = case_list();
   v.clear();
   for (const auto& f : cfg.discovery.files) {

@@ -38,6 +38,11 @@ bool selected(const std::string& op);
 /// --op that has no fixture case. Never throws; call before InitGoogleTest, which lists
 /// the cases.
 void discover();
+/// The problems of one readable fixture file against the code (discover() adds them for
+/// every file of a selected op): its file-level formula_version or generator_version is
+/// not the code's (stale file), or a case the op declares for the file's set (committed
+/// for <op>.h5, production for <op>_production.h5) is missing from it. Never throws.
+std::vector<FixtureProblem> file_problems(const FixtureEntry& f);
 
 /// Where the replay's wall time goes (item: "measure where the time goes"), printed at
 /// the end of every run with the peak host memory. Seconds, summed over the run.

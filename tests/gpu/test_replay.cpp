@@ -34,6 +34,7 @@
 
 #include "device_buffer.h"
 #include "replay.h"
+#include "rows_alone.h"
 #include "numgate/fixture_file.h"
 #include "numgate/report.h"
 #include "target.h"
@@ -202,40 +203,50 @@ class Replay : public ::testing::Test {
 
   // The first (up to) 16 rows (OpDescriptor::rows), each launched alone (RowWindow {r, 1}):
   // every Layout::rows tensor holds that row only, at an address of the same 16-byte phase
-  // as in the whole tensor; every other tensor is whole. The row's slice of every
-  // Layout::rows output must be bitwise the batched launch's: no cross-row contamination,
-  // no dependence on the row count or on what else is launched. Memory safety is checked
-  // too. (Per-column outputs are reductions over rows and differ by design; whole outputs
-  // are not compared.)
+  // as in the whole tensor; every other tensor (Layout::row_indexed, per_column, whole) is
+  // whole. The row's slice of every Layout::rows and Layout::row_indexed output must be
+  // bitwise the batched launch's: no cross-row contamination, no dependence on the row
+  // count or on what else is launched; a row_indexed output's other slices must keep their
+  // poison. Memory safety too: outputs and workspace poisoned (0xFF), guard bands intact,
+  // inputs unmodified. (Per-column outputs are reductions over rows and differ by design;
+  // whole outputs are not compared.) Every finding is a FAIL row "<t> (rows alone)" of the
+  // case's report (RowsAloneFindings, rows_alone.h) and a test failure.
   void rows_alone() {
+    RowsAloneFindings found;
+    std::int64_t tried = 0;
+    const CaseData* case_seen = nullptr;
+    std::shared_ptr<const CaseData> held;
     try {
-      const auto held = load(rc_);
+      held = load(rc_);
       const CaseData& c = *held;
+      case_seen = &c;
       const OpDescriptor& d = desc();
-      const std::int64_t rows = d.rows(c.spec), tried = std::min<std::int64_t>(rows, 16);
-      // Bytes of one row of each Layout::rows tensor.
+      if (const std::string bad = d.row_split_problem(c.spec); !bad.empty()) throw std::runtime_error(bad);
+      const std::int64_t rows = d.rows(c.spec);
+      tried = std::min<std::int64_t>(rows, 16);
+      // Bytes of one row of each Layout::rows and Layout::row_indexed tensor.
       std::map<std::string, std::size_t> row_bytes;
+      std::map<std::string, Layout> layout;
       for (const TensorDecl& t : d.tensors) {
-        if (t.layout != Layout::rows) continue;
+        layout[t.name] = t.layout;
+        if (t.layout != Layout::rows && t.layout != Layout::row_indexed) continue;
         const std::size_t numel = is_input(t.role) ? c.inputs.at(t.name).numel() : c.golden.at(t.name).value.numel();
-        if (rows <= 0 || numel % static_cast<std::size_t>(rows) != 0)
-          throw std::runtime_error("tensor " + t.name + " of " + std::to_string(numel) + " elements does not split into " +
-                                   std::to_string(rows) + " rows (descriptor of " + d.name + ")");
         row_bytes[t.name] = numel / static_cast<std::size_t>(rows) * dtype_size(t.dtype_for(c.spec));
       }
-      int checked = 0;
       for (const PassDecl& decl : d.passes) {
         const TargetPass& pass = target().pass(decl.name);
         const PassRun full = run_pass(c, pass, decl.writes, 0, 0xFF, target().precheck);
-        for (const auto& p : full.problems) ADD_FAILURE() << c.spec.name << " " << decl.name << ": " << p;
+        for (const auto& p : full.problems) found.memory_problem(decl.name, "the batched launch", p);
         for (std::int64_t r = 0; r < tried; ++r) {
+          const std::string launch = decl.name + ", row " + std::to_string(r) + " launched alone";
           std::map<std::string, std::unique_ptr<DeviceBuffer>> bufs;
           DevicePtrs ptrs;
+          // (A Layout::rows tensor's row slice, else the whole tensor.)
+          auto sliced = [&](const std::string& n) { return layout.at(n) == Layout::rows; };
+          auto at_of = [&](const std::string& n) { return sliced(n) ? static_cast<std::size_t>(r) * row_bytes.at(n) : 0; };
           auto place = [&](const std::string& n, const Tensor* data, std::size_t whole_bytes, bool guard_nan) {
-            const auto it = row_bytes.find(n);
-            const bool sliced = it != row_bytes.end();
-            const std::size_t rb = sliced ? it->second : 0, at = sliced ? static_cast<std::size_t>(r) * rb : 0;
-            bufs[n] = std::make_unique<DeviceBuffer>(sliced ? rb : whole_bytes, sliced ? at % 16 : 0,
+            const std::size_t at = at_of(n);
+            bufs[n] = std::make_unique<DeviceBuffer>(sliced(n) ? row_bytes.at(n) : whole_bytes, at % 16,
                                                      guard_nan ? DeviceBuffer::kNaNGuard : DeviceBuffer::kCanary);
             if (data) bufs[n]->upload(data->bytes.data() + at);
             else bufs[n]->poison(0xFF);
@@ -247,30 +258,51 @@ class Replay : public ::testing::Test {
             cuda_check(target().precheck(c.spec, ptrs, nullptr), "the target's precheck of the case's inputs");
           const std::size_t ws_bytes = pass.workspace_bytes ? pass.workspace_bytes(c.spec) : 0;
           DeviceBuffer ws(std::max<std::size_t>(ws_bytes, 1), 0);
+          ws.poison(0xFF);  // a kernel that reads workspace it did not write sees NaN (as run_pass)
           cuda_check(pass.launch(Launch{c.spec, ptrs, ws.data(), ws_bytes, nullptr, RowWindow{r, 1}}), "kernel launch");
           cuda_check(cudaDeviceSynchronize(), "kernel execution");
           for (const auto& [n, b] : bufs)
             if (const std::string dmg = b->guard_damage(); !dmg.empty())
-              ADD_FAILURE() << c.spec.name << " row " << r << " alone, " << n << ": out-of-bounds " << dmg;
+              found.memory_problem(n, launch, "out-of-bounds " + dmg);
+          if (const std::string dmg = ws.guard_damage(); !dmg.empty())
+            found.memory_problem("workspace", launch, "out-of-bounds " + dmg);
+          for (const auto& n : c.input_names) {
+            const std::vector<unsigned char> now = bufs[n]->download();
+            if (std::memcmp(now.data(), c.inputs.at(n).bytes.data() + at_of(n), now.size()) != 0)
+              found.memory_problem(n, launch, "input " + n + " was modified");
+          }
           for (const auto& t : decl.writes) {
-            const auto it = row_bytes.find(t);
-            if (it == row_bytes.end()) continue;
+            if (!row_bytes.count(t)) continue;  // per-column, whole: not compared
             const auto h = bufs[t]->download();
-            const unsigned char* batched = full.outputs.at(t).bytes.data() + static_cast<std::size_t>(r) * it->second;
-            EXPECT_EQ(0, std::memcmp(h.data(), batched, it->second))
-                << c.spec.name << ", tensor " << t << ": row " << r << " launched alone differs from the batched launch";
-            ++checked;
+            const Tensor& batched = full.outputs.at(t);
+            if (sliced(t)) {
+              found.compare(t, batched, rows, r, h.data());
+            } else {  // row_indexed: the whole buffer, indexed by the row's global index
+              found.compare(t, batched, rows, r, h.data() + static_cast<std::size_t>(r) * row_bytes.at(t));
+              found.untouched_outside(t, batched, rows, r, h, 0xFF);
+            }
           }
         }
       }
-      report_for(rc_, c).notes.push_back("Layout::rows outputs of the first " + std::to_string(tried) +
-                                         " row(s), each launched alone: bitwise equal to the batched launch (" +
-                                         std::to_string(checked) + " comparisons)");
     } catch (const std::exception& e) {
-      record_error(" (rows alone)", {}, e.what());
+      found.error(desc().output_names(), e.what());
     } catch (...) {
-      record_error(" (rows alone)", {}, "unknown exception");
+      found.error(desc().output_names(), "unknown exception");
     }
+    for (const auto& m : found.messages()) ADD_FAILURE() << rc_.name << " rows alone, " << m;
+    CaseReport* rep = nullptr;
+    if (case_seen) {
+      rep = &report_for(rc_, *case_seen);
+    } else {  // not loaded (stale, unreadable): the report names the case from its file
+      rep = &results()[rc_.file + ":" + rc_.name];
+      if (rep->op.empty()) {
+        rep->op = rc_.op;
+        rep->file = rc_.file;
+        rep->spec.name = rc_.name;
+      }
+    }
+    for (auto& row : found.report_rows()) rep->tensors.push_back(std::move(row));
+    rep->notes.push_back(found.note(tried));
   }
 };
 
