@@ -30,9 +30,9 @@ using DevicePtrs = std::map<std::string, void*>;
 /// The rows (OpDescriptor::rows units) one launch covers. A whole-case launch covers all
 /// of them (count < 0). The replay's row-by-row check launches rows alone: then the
 /// buffers of Layout::rows tensors hold rows [first, first + count) only (their pointers
-/// point at row `first`), and every other buffer (per-column, whole) is the whole tensor,
-/// which the launch indexes from `first` where it must (a causal row's query position, a
-/// token's position or target, a per-token output).
+/// point at row `first`), and every other buffer (row_indexed, per-column, whole) is the
+/// whole tensor, which the launch indexes from `first` where it must (a causal row's query
+/// position, a token's position or target, a per-token output such as cross-entropy's lse).
 struct RowWindow {
   std::int64_t first = 0;
   std::int64_t count = -1;  ///< -1: every row of the case

@@ -368,10 +368,10 @@ const OpDescriptor& CrossEntropyOp::descriptor() const {
       1,
       {
           {"logits", Role::input, Layout::rows, T, case_shape(), "[tokens, vocab]; a row is one token"},
-          {"targets", Role::index_input, Layout::whole, DTypeRule::i64, per_token, "[tokens] class index or ignore_index"},
+          {"targets", Role::index_input, Layout::row_indexed, DTypeRule::i64, per_token, "[tokens] class index or ignore_index"},
           {"dloss", Role::upstream_gradient, Layout::whole, T, loss_shape_of, "[1] (mean, sum) or [tokens] (none): gradient of loss", {"loss"}},
           {"loss", Role::output, Layout::whole, T, loss_shape_of, "[1] (mean, sum) or [tokens] (none); z-loss folded in"},
-          {"lse", Role::output, Layout::whole, T, per_token, "[tokens] log-sum-exp of the (soft-capped) logits"},
+          {"lse", Role::output, Layout::row_indexed, T, per_token, "[tokens] log-sum-exp of the (soft-capped) logits"},
           {"dlogits", Role::gradient, Layout::rows, T, case_shape(), "[tokens, vocab] gradient of the logits", {"logits"}},
       },
       {{"Forward", {"logits", "targets"}, {"loss", "lse"}},

@@ -4,11 +4,12 @@
 // Passes: "Forward" (logits, targets -> loss, lse) and "Backward" (logits, targets, dloss
 // -> dlogits; it recomputes the row statistics, see cross_entropy_oracle.h).
 //
-// Rows. A row is one token. logits and dlogits are Layout::rows; targets, dloss, loss and
-// lse are whole, indexed by row_offset + r (the launchers' slice arguments,
-// cross_entropy.cuh): a window [first, first + count) launches `count` tokens with
-// row_offset = first and total_tokens = the case's tokens (the mean's count runs over all
-// of targets), so a token launched alone gives bitwise its row of the batched launch.
+// Rows. A row is one token. logits and dlogits are Layout::rows; targets and lse are
+// Layout::row_indexed (whole buffers, element row_offset + r is row r's); dloss and loss
+// are whole ([1] for mean and sum). All are indexed by row_offset + r (the launchers' slice
+// arguments, cross_entropy.cuh): a window [first, first + count) launches `count` tokens
+// with row_offset = first and total_tokens = the case's tokens (the mean's count runs over
+// all of targets), so a token launched alone gives bitwise its row of the batched launch.
 //
 // Target validation (TargetOp::precheck, run by the replay before any launch, never by the
 // benchmark): copies the targets to the host and checks them with check_targets (the

@@ -446,7 +446,7 @@ Report assemble_report() {
                           "`numgate-generate --set production` only where a CUDA device is present)");
   rep.not_run.push_back("shapes of more than 2^22 elements: replayed aligned only (no misaligned or row-by-row replay)");
   rep.not_covered = {
-      "FP64 gradcheck of the backward formulas (SPEC §6, gate 1): not implemented yet",
+      "gate 1 (SPEC §6) on the GPU: the targets' double kernels by finite differences are not checked yet (the FP64 gradcheck of every golden backward runs in cpu.unit, tests/cpu/test_gradcheck.cpp; not reported here)",
       "short training-run comparison (SPEC §6, gate 3): not implemented yet",
       "strided (non-contiguous) inputs: kernels take contiguous rows only",
       "fp64 cases: the double instantiation is compiled but has no fixture cases yet",
