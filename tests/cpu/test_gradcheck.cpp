@@ -20,24 +20,13 @@ namespace {
 using Inputs = std::map<std::string, Tensor>;
 using Gold = std::map<std::string, GoldenTensor>;
 
-// Small enough for CI: every committed case, and the generated ones whose inputs hold at
-// most this many elements.
-constexpr std::int64_t kSmallCase = 1 << 12;
-
-std::vector<CaseSpec> gate1_cases(const Op& op) {
-  std::vector<CaseSpec> v;
-  for (const auto& c : op.cases())
-    if (!c.production || gradcheck_small(op, c, kSmallCase)) v.push_back(c);
-  return v;
-}
-
 TEST(Gradcheck, EveryOpsGoldenBackwardMatchesFiniteDifferences) {
   for (const auto& op : all_ops()) {
     const auto t0 = std::chrono::steady_clock::now();
     int cases = 0, full = 0, dirs = 0;
     double worst = 0;
     std::string worst_line;
-    for (const auto& c : gate1_cases(*op)) {
+    for (const auto& c : gradcheck_cases(*op)) {
       const GradcheckResult r = gradcheck(*op, c);
       ++cases;
       EXPECT_TRUE(r.pass()) << r.summary();

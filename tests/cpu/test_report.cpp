@@ -50,6 +50,24 @@ void spit(const std::string& path, const std::string& text) {
   out << text;
 }
 
+Gate1Report gate1(const std::string& op, const std::string& impl, Verdict v) {
+  Gate1Report g;
+  g.op = op;
+  g.implementation = impl;
+  if (v == Verdict::not_run) {
+    g.not_run_reason = "no CUDA device";
+    return g;
+  }
+  g.cases = 19;
+  g.elements = 40961;
+  g.directions = 24;
+  g.excluded = 3;
+  g.worst_ratio = v == Verdict::fail ? 7.25 : 0.242742;
+  g.worst = op + "/bf16_3x257_seed3 dx (d/dx, " + impl + "): full VJP, 771 elements; worst ... PASS\n";
+  if (v == Verdict::fail) g.failures = {op + "/fp32_2x67 dx (d/dx, target): worst |FD - target| 1.2 <= tol 0.17: FAIL"};
+  return g;
+}
+
 GateResult tensor(const std::string& name, Verdict v) {
   GateResult t;
   t.tensor = name;
@@ -141,6 +159,9 @@ Report full_report() {
   none.notes = {"replay threw: illegal address"};
 
   r.cases = {a, b, none};
+  r.gate1 = {gate1("rmsnorm", kGate1Golden, Verdict::pass), gate1("rmsnorm", kGate1Target, Verdict::fail),
+             gate1("softmax", kGate1Golden, Verdict::pass), gate1("softmax", kGate1Target, Verdict::not_run),
+             gate1("swiglu", kGate1Golden, Verdict::pass), gate1("swiglu", kGate1Target, Verdict::pass)};
   return r;
 }
 
@@ -167,7 +188,7 @@ TEST(Report, RoundTripGivesAnEqualReport) {
   EXPECT_EQ(slurp(again + "/report.json"), slurp(dir + "/report.json"));
   // The schema version is the first key and an integer.
   const std::string text = slurp(dir + "/report.json");
-  EXPECT_EQ(text.rfind("{\n  \"schema_version\": 1,", 0), 0u) << text.substr(0, 80);
+  EXPECT_EQ(text.rfind("{\n  \"schema_version\": 2,", 0), 0u) << text.substr(0, 80);
 }
 
 TEST(Report, NonFiniteDoublesAreStoredAsStrings) {
@@ -311,9 +332,10 @@ TEST(Report, RefusesInvalidJson) {
 }
 
 TEST(Report, RefusesASchemaVersionItDoesNotRead) {
-  expect_refused("schema2", "/schema_version", "version 2 is not read", [](json& j) { j["schema_version"] = 2; });
+  expect_refused("schema1", "/schema_version", "version 1 is not read", [](json& j) { j["schema_version"] = 1; });
+  expect_refused("schema3", "/schema_version", "version 3 is not read", [](json& j) { j["schema_version"] = 3; });
   expect_refused("schema0", "/schema_version", "version 0 is not read", [](json& j) { j["schema_version"] = 0; });
-  expect_refused("schema_str", "/schema_version", "expected an integer", [](json& j) { j["schema_version"] = "1"; });
+  expect_refused("schema_str", "/schema_version", "expected an integer", [](json& j) { j["schema_version"] = "2"; });
   expect_refused("schema_missing", "/schema_version", "missing", [](json& j) { j.erase("schema_version"); });
   expect_refused("not_object", "", "expected an object", [](json& j) { j = json::array({1, 2}); });
 }
@@ -347,6 +369,19 @@ TEST(Report, RefusesAMissingField) {
   expect_refused("no_target_structure_message", "/cases/0/tensors/0/target_structure/message", "missing",
                  [](json& j) { j["cases"][0]["tensors"][0]["target_structure"].erase("message"); });
   expect_refused("no_not_run", "/not_run", "missing", [](json& j) { j.erase("not_run"); });
+  expect_refused("no_gate1", "/gate1", "missing", [](json& j) { j.erase("gate1"); });
+  expect_refused("no_gate1_elements", "/gate1/1/elements", "missing", [](json& j) { j["gate1"][1].erase("elements"); });
+}
+
+TEST(Report, RefusesAnEditedGate1Row) {
+  expect_refused("gate1_verdict", "/gate1/1/verdict", "its cases and failures give \"FAIL\"",
+                 [](json& j) { j["gate1"][1]["verdict"] = "PASS"; });
+  // Failures deleted: the row says FAIL with none, and the overall verdict no longer follows.
+  expect_refused("gate1_failures", "/gate1/1/verdict", "give \"PASS\"",
+                 [](json& j) { j["gate1"][1]["failures"] = json::array(); });
+  expect_refused("gate1_impl", "/gate1/0/implementation", "unknown implementation \"cpu\"",
+                 [](json& j) { j["gate1"][0]["implementation"] = "cpu"; });
+  expect_refused("gate1_cases", "/gate1/0/cases", "expected an integer", [](json& j) { j["gate1"][0]["cases"] = "19"; });
 }
 
 TEST(Report, RefusesUnknownNamesAndEditedVerdicts) {
@@ -359,7 +394,7 @@ TEST(Report, RefusesUnknownNamesAndEditedVerdicts) {
   // A case verdict edited to PASS while a tensor says FAIL: the benchmark must not time it.
   expect_refused("case_verdict", "/cases/0/verdict", "its tensors' verdicts give \"FAIL\"",
                  [](json& j) { j["cases"][0]["verdict"] = "PASS"; });
-  expect_refused("overall_verdict", "/overall_verdict", "the cases give \"FAIL\"",
+  expect_refused("overall_verdict", "/overall_verdict", "the cases and gate 1 give \"FAIL\"",
                  [](json& j) { j["overall_verdict"] = "PASS"; });
 }
 
@@ -402,6 +437,9 @@ std::vector<Report> per_op_reports() {
   c.cases[1].file = "build/golden_data/rmsnorm_production.h5";
   c.cases[1].spec.name = "bf16_4x512x4096_seed101";
   c.not_covered = {"FP64 gradcheck", "strided inputs", "training-run gate"};
+  a.gate1 = {full.gate1[1], full.gate1[0]};  // rmsnorm, not in order
+  b.gate1 = {full.gate1[4], full.gate1[5]};
+  c.gate1 = {full.gate1[2], full.gate1[3]};
   return {a, b, c};
 }
 
@@ -451,6 +489,64 @@ TEST(Report, MergeRefusesACaseReportedTwice) {
   Report one = per_op_reports()[0];
   one.cases.push_back(one.cases[0]);
   EXPECT_THROW(merge_reports({one}), ReportError);
+}
+
+TEST(Report, MergeRefusesAGate1RowReportedTwice) {
+  std::vector<Report> in = per_op_reports();
+  in[2].gate1.push_back(in[0].gate1[0]);  // rmsnorm's target gate 1 again
+  try {
+    merge_reports(in, {"rmsnorm.json", "swiglu.json", "softmax.json"});
+    FAIL() << "duplicate gate-1 row merged";
+  } catch (const ReportError& e) {
+    const std::string w = e.what();
+    EXPECT_NE(w.find("gate 1 of rmsnorm (target) is reported twice"), std::string::npos) << w;
+    EXPECT_NE(w.find("rmsnorm.json"), std::string::npos) << w;
+    EXPECT_EQ(e.file(), "softmax.json");
+    EXPECT_EQ(e.field(), "/gate1/2");
+  }
+}
+
+// ---- gate 1 in the overall verdict -----------------------------------------------------
+
+Report passing_report() {
+  Report r;
+  r.device = "NVIDIA H200 (sm_90)";
+  r.cases = {case_report("rmsnorm", "golden_data/rmsnorm.h5", "bf16_3x257_seed3", DType::bf16,
+                         {tensor("y", Verdict::pass)}),
+             case_report(kNoOpProblems, "golden_data/stray.h5", "file golden_data/stray.h5", DType::fp32,
+                         {tensor("(fixture)", Verdict::pass)})};
+  r.gate1 = {gate1("rmsnorm", kGate1Golden, Verdict::pass), gate1("rmsnorm", kGate1Target, Verdict::pass)};
+  return r;
+}
+
+TEST(Report, OverallVerdictIncludesGate1) {
+  EXPECT_EQ(passing_report().overall(), Verdict::pass);  // no gate 1 asked of the no-op row
+  Report failing = passing_report();
+  failing.gate1[1] = gate1("rmsnorm", kGate1Target, Verdict::fail);
+  EXPECT_EQ(failing.overall(), Verdict::fail);
+  Report not_run = passing_report();
+  not_run.gate1[1] = gate1("rmsnorm", kGate1Target, Verdict::not_run);
+  EXPECT_EQ(not_run.overall(), Verdict::not_run);
+  // A missing row counts as NOT RUN, and the summary says it is missing.
+  Report missing = passing_report();
+  missing.gate1.pop_back();
+  EXPECT_EQ(missing.overall(), Verdict::not_run);
+  EXPECT_NE(summary_table(missing).find("| rmsnorm | target | — | — | — | — | — | NOT RUN (missing) |"),
+            std::string::npos)
+      << summary_table(missing);
+  missing.gate1.clear();
+  EXPECT_EQ(missing.overall(), Verdict::not_run);
+  // A gate-1 row of an op without cases still counts.
+  Report extra = passing_report();
+  extra.gate1.push_back(gate1("softmax", kGate1Golden, Verdict::fail));
+  EXPECT_EQ(extra.overall(), Verdict::fail);
+  // Markdown: the section, the worst line, every failure.
+  const std::string md = to_markdown(failing);
+  EXPECT_NE(md.find("## Gate 1 (gradcheck)"), std::string::npos) << md;
+  EXPECT_NE(md.find("- rmsnorm, target: FAIL; worst: rmsnorm/bf16_3x257_seed3 dx"), std::string::npos) << md;
+  EXPECT_NE(md.find("  - FAIL: rmsnorm/fp32_2x67 dx"), std::string::npos) << md;
+  EXPECT_NE(md.find("| rmsnorm | golden | 19 | 40961 | 24 | 3 | 2.427e-01 | PASS |"), std::string::npos) << md;
+  EXPECT_EQ(report_difference(failing, round_trip(failing, "gate1_fail")), "");
 }
 
 TEST(Report, MergeRefusesDifferentDevices) {

@@ -13,6 +13,7 @@
 
 #include "numgate/fixture_discovery.h"
 #include "numgate/op.h"
+#include "numgate/report.h"
 #include "target.h"
 
 namespace numgate::testing {
@@ -110,5 +111,12 @@ PassRun run_pass(const CaseData& c, const TargetPass& pass, const std::vector<st
 std::string first_bit_difference(const Tensor& a, const Tensor& b);
 /// The zero tensor an output of the case is downloaded into.
 Tensor output_like(const CaseData& c, const std::string& t);
+
+/// Gate 1's report rows by (op, implementation), filled by the <op>/Gate1 tests
+/// (test_gate1.cpp); a row missing here is reported NOT RUN.
+std::map<std::pair<std::string, std::string>, Gate1Report>& gate1_results();
+/// Registers <op>/Gate1.Golden, <op>/Gate1.TargetDoubleKernels and the op's
+/// <op>/Gate1Mutants.* for every selected op (call after InitGoogleTest).
+void register_gate1_tests();
 
 }  // namespace numgate::testing

@@ -1,0 +1,95 @@
+// Gate 1 on the target's double kernels (see gradcheck_target.h).
+#include "gradcheck_target.h"
+
+#include <cstring>
+#include <stdexcept>
+
+#include "device_buffer.h"
+#include "numgate/report.h"
+
+namespace numgate::testing {
+namespace {
+
+struct TargetState {
+  const Op& op;
+  const TargetOp& target;
+  bool all_passes;
+  std::map<std::string, DeviceBuffer> buffers;
+  std::map<std::string, std::vector<unsigned char>> uploaded;  // what each input buffer holds
+  DeviceBuffer workspace = DeviceBuffer::unguarded(0);
+
+  DeviceBuffer& buffer(const std::string& name, std::size_t bytes) {
+    auto it = buffers.find(name);
+    if (it == buffers.end() || it->second.bytes() != bytes) {
+      uploaded.erase(name);
+      it = buffers.insert_or_assign(name, DeviceBuffer::unguarded(bytes)).first;
+    }
+    return it->second;
+  }
+
+  std::map<std::string, GoldenTensor> operator()(const CaseSpec& c, const std::map<std::string, Tensor>& in) {
+    const OpDescriptor& d = op.descriptor();
+    CaseSpec c64 = c;
+    c64.dtype = DType::fp64;
+    auto where = [&](const std::string& what) { return "gate 1 on the target: " + d.name + "/" + c.name + ": " + what; };
+    DevicePtrs ptrs;
+    std::map<std::string, Tensor> out;  // downloaded into, by tensor name
+    for (const auto& t : d.tensors) {
+      const DType dt = t.dtype_for(c64);
+      Tensor host(dt, t.shape(c64));
+      DeviceBuffer& b = buffer(t.name, host.bytes.size());
+      ptrs[t.name] = b.data();
+      if (is_input(t.role)) {
+        const auto it = in.find(t.name);
+        if (it == in.end()) throw std::logic_error(where("input " + t.name + " not given"));
+        host = it->second.to(dt);
+        auto& held = uploaded[t.name];
+        if (held != host.bytes) {
+          b.upload(host.data());
+          held = host.bytes;
+        }
+      } else {
+        out.emplace(t.name, std::move(host));
+      }
+    }
+    std::vector<const PassDecl*> passes;
+    for (const auto& p : d.passes)
+      if (all_passes || p.name == "Forward") passes.push_back(&p);
+    if (passes.empty()) throw std::logic_error(where("the descriptor has no Forward pass"));
+    for (const PassDecl* p : passes) {
+      const TargetPass& tp = target.pass(p->name);
+      const std::size_t ws = tp.workspace_bytes ? tp.workspace_bytes(c64) : 0;
+      if (ws > workspace.bytes()) workspace = DeviceBuffer::unguarded(ws);
+      const Launch l{c64, ptrs, workspace.data(), ws, nullptr, RowWindow{}};
+      cuda_check(tp.launch(l), where(p->name + " pass launch (FP64)").c_str());
+    }
+    cuda_check(cudaDeviceSynchronize(), where("synchronizing after the FP64 launches").c_str());
+    std::map<std::string, GoldenTensor> g = op.golden(c, in);
+    for (const PassDecl* p : passes)
+      for (const auto& w : p->writes) {
+        const auto it = g.find(w);
+        if (it == g.end()) throw std::logic_error(where(p->name + " writes " + w + ", which the golden does not return"));
+        Tensor& v = out.at(w);
+        const std::vector<unsigned char> bytes = buffers.at(w).download();
+        std::memcpy(v.data(), bytes.data(), v.bytes.size());
+        it->second.value = std::move(v);
+      }
+    return g;
+  }
+};
+
+}  // namespace
+
+GoldenFn target_fp64(const Op& op, const TargetOp& target, bool all_passes) {
+  auto state = std::make_shared<TargetState>(TargetState{op, target, all_passes, {}, {}});
+  return [state](const CaseSpec& c, const std::map<std::string, Tensor>& in) { return (*state)(c, in); };
+}
+
+GradcheckResult gradcheck_target(const Op& op, const TargetOp& target, const CaseSpec& c,
+                                 const GradcheckOptions& opt) {
+  GradcheckResult r = gradcheck(op, c, opt, target_fp64(op, target, true), target_fp64(op, target, false));
+  r.implementation = kGate1Target;
+  return r;
+}
+
+}  // namespace numgate::testing

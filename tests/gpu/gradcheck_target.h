@@ -1,0 +1,39 @@
+// Gate 1 on the GPU (SPEC §6): the target's double kernels differentiated by central
+// differences of its own forward kernel, against its backward kernel.
+//
+// target_fp64() turns an op's target into the GoldenFn that numgate::gradcheck
+// differentiates (numgate/gradcheck.h): the case is promoted to FP64 (the inputs are the
+// case's, drawn in its dtype and then widened exactly, so the same points as the CPU's
+// gate 1), every input is uploaded in its declared dtype for an FP64 case (index tensors
+// stay i64), the target's passes are launched on the whole case (the Forward pass alone
+// for the perturbed evaluations), and every tensor they write is downloaded as the value.
+// The rounding bounds (abs_terms, envelope_length) that the gradcheck tolerance is built
+// from are the golden's at the same point: the double kernels evaluate the same formulas
+// in FP64, whose error bound gamma_k * sum|terms| holds for any order of the k terms.
+//
+// So a backward kernel that disagrees with its own forward kernel fails here even when
+// the golden shares its mistake (gate 2 compares target, reference and golden with one
+// another and cannot see an error all three make).
+#pragma once
+
+#include <memory>
+
+#include "numgate/gradcheck.h"
+#include "target.h"
+
+namespace numgate::testing {
+
+/// The target's double kernels as gradcheck's GoldenFn: `all_passes` every pass of the
+/// descriptor in order (the gradients); otherwise the Forward pass only. Throws
+/// std::runtime_error naming the op, case, pass and CUDA error when a launch or a copy
+/// fails, and std::logic_error when a pass writes a tensor the golden does not return.
+/// Device buffers are kept between calls (and uploads skipped for unchanged inputs), so
+/// one function object serves the thousands of evaluations of a case.
+GoldenFn target_fp64(const Op& op, const TargetOp& target, bool all_passes);
+
+/// Gate 1 of one case on the target's double kernels (gradcheck with the two functions
+/// above); implementation "target".
+GradcheckResult gradcheck_target(const Op& op, const TargetOp& target, const CaseSpec& c,
+                                 const GradcheckOptions& opt = {});
+
+}  // namespace numgate::testing
