@@ -46,6 +46,23 @@ TEST(Gradcheck, EveryOpsGoldenBackwardMatchesFiniteDifferences) {
   }
 }
 
+// The GPU's gate 1 (tests/gpu/gradcheck_target.h) differentiates each case promoted to
+// FP64 (dtype fp64, the case's own inputs) with the golden's FP64 rounding bounds and
+// exclusions; the golden itself must pass there, so a failure on the GPU is the kernels'.
+TEST(Gradcheck, GoldenPassesOnTheCasesPromotedToFp64) {
+  for (const auto& op : all_ops()) {
+    int cases = 0;
+    for (const auto& c : gradcheck_cases(*op)) {
+      CaseSpec c64 = c;
+      c64.dtype = DType::fp64;
+      const GradcheckResult r = gradcheck(*op, c64, {}, {}, {}, op->make_inputs(c));
+      ++cases;
+      EXPECT_TRUE(r.pass()) << r.summary();
+    }
+    EXPECT_GT(cases, 0) << op->name();
+  }
+}
+
 // ---- gate-1 mutants ---------------------------------------------------------------------
 // Each replaces one gradient of the real golden by a wrong derivative.
 

@@ -1,15 +1,19 @@
 // Gate 1 on the GPU (SPEC §6): the target's double kernels differentiated by central
 // differences of its own forward kernel, against its backward kernel.
 //
+// The case is promoted to FP64: its dtype becomes fp64 and its inputs are the case's own,
+// drawn in its dtype and widened exactly, so the points are the CPU gate 1's. The
+// promoted case is an FP64 case throughout: the double kernels, the golden's rounding
+// bounds and the op's declared non-differentiable elements all read it as one (softmax's
+// fp16 mask value -65504, a mask in an fp16 case, is an ordinary bias in FP64).
 // target_fp64() turns an op's target into the GoldenFn that numgate::gradcheck
-// differentiates (numgate/gradcheck.h): the case is promoted to FP64 (the inputs are the
-// case's, drawn in its dtype and then widened exactly, so the same points as the CPU's
-// gate 1), every input is uploaded in its declared dtype for an FP64 case (index tensors
-// stay i64), the target's passes are launched on the whole case (the Forward pass alone
-// for the perturbed evaluations), and every tensor they write is downloaded as the value.
-// The rounding bounds (abs_terms, envelope_length) that the gradcheck tolerance is built
-// from are the golden's at the same point: the double kernels evaluate the same formulas
-// in FP64, whose error bound gamma_k * sum|terms| holds for any order of the k terms.
+// differentiates (numgate/gradcheck.h): every input is uploaded in its declared dtype for
+// the FP64 case (index tensors stay i64), the target's passes are launched on the whole
+// case (the Forward pass alone for the perturbed evaluations), and every tensor they
+// write is downloaded as the value. The rounding bounds (abs_terms, envelope_length) that
+// the gradcheck tolerance is built from are the golden's at the same point: the double
+// kernels evaluate the same formulas in FP64, whose error bound gamma_k * sum|terms|
+// holds for any order of the k terms.
 //
 // So a backward kernel that disagrees with its own forward kernel fails here even when
 // the golden shares its mistake (gate 2 compares target, reference and golden with one
@@ -31,8 +35,8 @@ namespace numgate::testing {
 /// one function object serves the thousands of evaluations of a case.
 GoldenFn target_fp64(const Op& op, const TargetOp& target, bool all_passes);
 
-/// Gate 1 of one case on the target's double kernels (gradcheck with the two functions
-/// above); implementation "target".
+/// Gate 1 of one case on the target's double kernels: gradcheck of the case promoted to
+/// FP64 with the two functions above; implementation "target".
 GradcheckResult gradcheck_target(const Op& op, const TargetOp& target, const CaseSpec& c,
                                  const GradcheckOptions& opt = {});
 

@@ -174,7 +174,7 @@ class Gate1MutantTest : public ::testing::Test {
     std::vector<std::string> caught, missed;
     for (const CaseSpec& c : gradcheck_cases(op)) {
       if (c.production) continue;  // the committed cases carry the mutants
-      GradcheckResult r = gradcheck(op, c, {}, target_fp64(op, mutant, true), target_fp64(op, mutant, false));
+      GradcheckResult r = gradcheck_target(op, mutant, c);
       r.implementation = "target mutant";
       if (!r.pass() && caught.empty())
         std::cout << "[ gate 1 kernel mutant " << m_.name << " ] " << m_.op << ": " << m_.what << "\n" << r.summary();
