@@ -32,7 +32,9 @@ namespace numgate::testing {
 /// std::runtime_error naming the op, case, pass and CUDA error when a launch or a copy
 /// fails, and std::logic_error when a pass writes a tensor the golden does not return.
 /// Device buffers are kept between calls (and uploads skipped for unchanged inputs), so
-/// one function object serves the thousands of evaluations of a case.
+/// one function object serves the thousands of evaluations of a case. Each function
+/// object launches on its own non-blocking stream: different objects may be called from
+/// different host threads at once (one object from one thread at a time).
 GoldenFn target_fp64(const Op& op, const TargetOp& target, bool all_passes);
 
 /// Gate 1 of one case on the target's double kernels: gradcheck of the case promoted to

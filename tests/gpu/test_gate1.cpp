@@ -12,10 +12,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <iostream>
 #include <limits>
+#include <thread>
 
 #include "gradcheck_target.h"
 #include "mutants/gate1_mutants.h"
@@ -48,6 +50,41 @@ void add(Gate1Report& g, const GradcheckResult& r) {
   }
 }
 
+// f(i) for i in [0, n), on up to hardware_concurrency host threads (the cases of an op are
+// independent; the golden is pure and every target function object has its own stream).
+// f must not throw.
+template <class F>
+void for_each_case(std::size_t n, F&& f) {
+  const std::size_t threads = std::max<std::size_t>(1, std::min<std::size_t>(std::thread::hardware_concurrency(), n));
+  std::atomic<std::size_t> next{0};
+  std::vector<std::thread> pool;
+  for (std::size_t t = 0; t < threads; ++t)
+    pool.emplace_back([&] {
+      for (std::size_t i = next++; i < n; i = next++) f(i);
+    });
+  for (auto& th : pool) th.join();
+}
+
+// Gate 1 of every case, in parallel; results in case order, an exception as its message.
+struct CaseRun {
+  GradcheckResult result;
+  std::string error;
+};
+std::vector<CaseRun> run_cases(const std::vector<CaseSpec>& cases,
+                               const std::function<GradcheckResult(const CaseSpec&)>& check) {
+  std::vector<CaseRun> runs(cases.size());
+  for_each_case(cases.size(), [&](std::size_t i) {
+    try {
+      runs[i].result = check(cases[i]);
+    } catch (const std::exception& e) {
+      runs[i].error = e.what();
+    } catch (...) {
+      runs[i].error = "unknown exception";
+    }
+  });
+  return runs;
+}
+
 std::string joined(const std::vector<std::string>& lines) {
   std::string s;
   for (const auto& l : lines) s += l + (l.empty() || l.back() != '\n' ? "\n" : "");
@@ -68,14 +105,18 @@ class Gate1Test : public ::testing::Test {
     g.implementation = impl;
     const auto t0 = std::chrono::steady_clock::now();
     std::int64_t evaluations = 0;
-    for (const CaseSpec& c : gradcheck_cases(op)) {
-      try {
-        const GradcheckResult r = target_ ? gradcheck_target(op, find_target(op_), c) : gradcheck(op, c);
-        evaluations += r.evaluations;
-        add(g, r);
-      } catch (const std::exception& e) {
-        g.failures.push_back(op_ + "/" + c.name + " (" + impl + "): ERROR " + e.what());
+    const std::vector<CaseSpec> cases = gradcheck_cases(op);
+    const TargetOp* target = target_ ? &find_target(op_) : nullptr;
+    const auto runs = run_cases(cases, [&](const CaseSpec& c) {
+      return target ? gradcheck_target(op, *target, c) : gradcheck(op, c);
+    });
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+      if (!runs[i].error.empty()) {
+        g.failures.push_back(op_ + "/" + cases[i].name + " (" + impl + "): ERROR " + runs[i].error);
+        continue;
       }
+      evaluations += runs[i].result.evaluations;
+      add(g, runs[i].result);
     }
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::cout << "[ gate 1 ] " << op_ << ", " << impl << ": " << g.cases << " cases, " << g.elements
@@ -171,14 +212,18 @@ class Gate1MutantTest : public ::testing::Test {
         const auto bw = m_.backward;
         p.launch = [real, bw](const Launch& l) { return bw(real, l); };
       }
+    std::vector<CaseSpec> committed;
+    for (const CaseSpec& c : gradcheck_cases(op))
+      if (!c.production) committed.push_back(c);  // the committed cases carry the mutants
+    const auto runs = run_cases(committed, [&](const CaseSpec& c) { return gradcheck_target(op, mutant, c); });
     std::vector<std::string> caught, missed;
-    for (const CaseSpec& c : gradcheck_cases(op)) {
-      if (c.production) continue;  // the committed cases carry the mutants
-      GradcheckResult r = gradcheck_target(op, mutant, c);
+    for (std::size_t i = 0; i < committed.size(); ++i) {
+      ASSERT_TRUE(runs[i].error.empty()) << m_.op << "/" << committed[i].name << ": " << runs[i].error;
+      GradcheckResult r = runs[i].result;
       r.implementation = "target mutant";
       if (!r.pass() && caught.empty())
         std::cout << "[ gate 1 kernel mutant " << m_.name << " ] " << m_.op << ": " << m_.what << "\n" << r.summary();
-      (r.pass() ? missed : caught).push_back(c.name);
+      (r.pass() ? missed : caught).push_back(committed[i].name);
     }
     std::cout << "[ gate 1 kernel mutant " << m_.name << " ] " << m_.op << ": FAIL (caught) on " << caught.size()
               << " of " << caught.size() + missed.size() << " committed cases; not caught on:";
