@@ -116,7 +116,7 @@ Tensor output_like(const CaseData& c, const std::string& t);
 /// (test_gate1.cpp); a row missing here is reported NOT RUN.
 std::map<std::pair<std::string, std::string>, Gate1Report>& gate1_results();
 /// Registers <op>/Gate1.Golden, <op>/Gate1.TargetDoubleKernels and the op's
-/// <op>/Gate1Mutants.* for every selected op (call after InitGoogleTest).
+/// <op>/Gate1.Mutant* for every selected op (call after InitGoogleTest).
 void register_gate1_tests();
 
 }  // namespace numgate::testing

@@ -5,10 +5,13 @@
 //   <op>/Gate1.TargetDoubleKernels  the target's backward kernel against finite
 //                                   differences of its forward kernel, both the double
 //                                   instantiation, on the GPU (gradcheck_target.h);
-//   <op>/Gate1Mutants.<name>        a backward kernel with a derivative error the golden
+//   <op>/Gate1.Mutant<name>         a backward kernel with a derivative error the golden
 //                                   could share (mutants/gate1_mutants.h) must FAIL the
 //                                   target's gate 1 on at least one committed case.
-// The first two fill the report's "Gate 1 (gradcheck)" rows (gate1_results()).
+// The first two fill the report's "Gate 1 (gradcheck)" rows (gate1_results()). The first
+// of an op's Gate1 tests to run checks every case of every test of the suite that runs,
+// in one pool of host threads, largest case first (so the op's gate 1 costs about its
+// largest case, not the sum); each test then reports its part.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -65,73 +68,17 @@ void for_each_case(std::size_t n, F&& f) {
   for (auto& th : pool) th.join();
 }
 
-// Gate 1 of every case, in parallel; results in case order, an exception as its message.
+// One case's gate 1, or the exception it threw.
 struct CaseRun {
   GradcheckResult result;
   std::string error;
 };
-std::vector<CaseRun> run_cases(const std::vector<CaseSpec>& cases,
-                               const std::function<GradcheckResult(const CaseSpec&)>& check) {
-  std::vector<CaseRun> runs(cases.size());
-  for_each_case(cases.size(), [&](std::size_t i) {
-    try {
-      runs[i].result = check(cases[i]);
-    } catch (const std::exception& e) {
-      runs[i].error = e.what();
-    } catch (...) {
-      runs[i].error = "unknown exception";
-    }
-  });
-  return runs;
-}
 
 std::string joined(const std::vector<std::string>& lines) {
   std::string s;
   for (const auto& l : lines) s += l + (l.empty() || l.back() != '\n' ? "\n" : "");
   return s;
 }
-
-class Gate1Test : public ::testing::Test {
- public:
-  Gate1Test(std::string op, bool target) : op_(std::move(op)), target_(target) {}
-  void SetUp() override {
-    if (target_ && !config().have_device) GTEST_SKIP() << config().no_device_reason;
-  }
-  void TestBody() override {
-    const Op& op = find_op(op_);
-    const char* impl = target_ ? kGate1Target : kGate1Golden;
-    Gate1Report g;
-    g.op = op_;
-    g.implementation = impl;
-    const auto t0 = std::chrono::steady_clock::now();
-    std::int64_t evaluations = 0;
-    const std::vector<CaseSpec> cases = gradcheck_cases(op);
-    const TargetOp* target = target_ ? &find_target(op_) : nullptr;
-    const auto runs = run_cases(cases, [&](const CaseSpec& c) {
-      return target ? gradcheck_target(op, *target, c) : gradcheck(op, c);
-    });
-    for (std::size_t i = 0; i < cases.size(); ++i) {
-      if (!runs[i].error.empty()) {
-        g.failures.push_back(op_ + "/" + cases[i].name + " (" + impl + "): ERROR " + runs[i].error);
-        continue;
-      }
-      evaluations += runs[i].result.evaluations;
-      add(g, runs[i].result);
-    }
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::cout << "[ gate 1 ] " << op_ << ", " << impl << ": " << g.cases << " cases, " << g.elements
-              << " elements (full VJP), " << g.directions << " directions, " << g.excluded
-              << " excluded; worst discrepancy/tolerance " << g.worst_ratio << "; " << evaluations
-              << " forward evaluations, " << s << " s: " << verdict_name(g.verdict()) << "\n  worst: " << g.worst;
-    EXPECT_GT(g.cases, 0) << op_ << " has no gate-1 case";
-    EXPECT_TRUE(g.failures.empty()) << joined(g.failures);
-    gate1_results()[{op_, impl}] = std::move(g);
-  }
-
- private:
-  std::string op_;
-  bool target_;
-};
 
 // ---- double-kernel mutants --------------------------------------------------------------
 
@@ -197,6 +144,134 @@ std::vector<Gate1Mutant> gate1_mutants() {
   };
 }
 
+// ---- the op's gate-1 work, in one pool ----------------------------------------------
+
+TargetOp make_mutant_target(const Gate1Mutant& m) {
+  TargetOp mutant = find_target(m.op);
+  const TargetOp real = mutant;
+  for (auto& p : mutant.passes)
+    if (p.name == "Backward") {
+      const auto bw = m.backward;
+      p.launch = [real, bw](const Launch& l) { return bw(real, l); };
+    }
+  return mutant;
+}
+
+struct OpWork {
+  bool done = false;
+  double seconds = 0;                                   // wall time of the pool
+  std::vector<CaseSpec> cases;                          // gradcheck_cases(op)
+  std::vector<std::size_t> committed;                   // indices of the committed ones
+  std::vector<CaseRun> golden, target;                  // by case; empty when not run
+  std::map<std::string, std::vector<CaseRun>> mutants;  // by mutant name, by committed case
+  std::map<std::string, TargetOp> mutant_targets;
+};
+
+// Runs, once per op, every case of every Gate1 test of the running suite that runs
+// (should_run: --gtest_filter; the target and mutant parts need a device).
+const OpWork& op_work(const std::string& op_name) {
+  static std::map<std::string, OpWork> all;
+  OpWork& w = all[op_name];
+  if (w.done) return w;
+  w.done = true;
+  const Op& op = find_op(op_name);
+  w.cases = gradcheck_cases(op);
+  for (std::size_t i = 0; i < w.cases.size(); ++i)
+    if (!w.cases[i].production) w.committed.push_back(i);
+  bool golden = false, target = false;
+  std::vector<Gate1Mutant> mutants;
+  if (const ::testing::TestSuite* suite = ::testing::UnitTest::GetInstance()->current_test_suite())
+    for (int k = 0; k < suite->total_test_count(); ++k) {
+      const ::testing::TestInfo* t = suite->GetTestInfo(k);
+      if (!t->should_run()) continue;
+      const std::string name = t->name();
+      if (name == "Golden") golden = true;
+      if (name == "TargetDoubleKernels") target = config().have_device;
+      for (const Gate1Mutant& m : gate1_mutants())
+        if (m.op == op_name && name == "Mutant" + m.name && config().have_device) mutants.push_back(m);
+    }
+  struct Job {
+    const CaseSpec* c;
+    const TargetOp* target;  // null: the golden
+    CaseRun* out;
+    std::int64_t cost;       // input elements of the case: the largest first
+  };
+  auto cost = [&](const CaseSpec& c) {
+    std::int64_t n = 0;
+    for (const auto& t : op.descriptor().tensors)
+      if (is_input(t.role)) n += numel(t.shape(c));
+    return n;
+  };
+  std::vector<Job> jobs;
+  if (golden) w.golden.resize(w.cases.size());
+  if (target) w.target.resize(w.cases.size());
+  for (std::size_t i = 0; i < w.cases.size(); ++i) {
+    if (golden) jobs.push_back({&w.cases[i], nullptr, &w.golden[i], cost(w.cases[i])});
+    if (target) jobs.push_back({&w.cases[i], &find_target(op_name), &w.target[i], cost(w.cases[i])});
+  }
+  for (const Gate1Mutant& m : mutants) {
+    const TargetOp* mt = &w.mutant_targets.emplace(m.name, make_mutant_target(m)).first->second;
+    auto& runs = w.mutants[m.name];
+    runs.resize(w.committed.size());
+    for (std::size_t k = 0; k < w.committed.size(); ++k)
+      jobs.push_back({&w.cases[w.committed[k]], mt, &runs[k], cost(w.cases[w.committed[k]])});
+  }
+  std::stable_sort(jobs.begin(), jobs.end(), [](const Job& a, const Job& b) { return a.cost > b.cost; });
+  const auto t0 = std::chrono::steady_clock::now();
+  for_each_case(jobs.size(), [&](std::size_t i) {
+    const Job& j = jobs[i];
+    try {
+      j.out->result = j.target ? gradcheck_target(op, *j.target, *j.c) : gradcheck(op, *j.c);
+    } catch (const std::exception& e) {
+      j.out->error = e.what();
+    } catch (...) {
+      j.out->error = "unknown exception";
+    }
+  });
+  w.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::cout << "[ gate 1 ] " << op_name << ": " << jobs.size() << " case checks (golden " << (golden ? "yes" : "no")
+            << ", target " << (target ? "yes" : "no") << ", " << mutants.size() << " mutants) in " << w.seconds
+            << " s on up to " << std::thread::hardware_concurrency() << " threads\n";
+  return w;
+}
+
+class Gate1Test : public ::testing::Test {
+ public:
+  Gate1Test(std::string op, bool target) : op_(std::move(op)), target_(target) {}
+  void SetUp() override {
+    if (target_ && !config().have_device) GTEST_SKIP() << config().no_device_reason;
+  }
+  void TestBody() override {
+    const OpWork& w = op_work(op_);
+    const std::vector<CaseRun>& runs = target_ ? w.target : w.golden;
+    ASSERT_EQ(runs.size(), w.cases.size()) << "gate 1 of " << op_ << " was not run";
+    const char* impl = target_ ? kGate1Target : kGate1Golden;
+    Gate1Report g;
+    g.op = op_;
+    g.implementation = impl;
+    std::int64_t evaluations = 0;
+    for (std::size_t i = 0; i < w.cases.size(); ++i) {
+      if (!runs[i].error.empty()) {
+        g.failures.push_back(op_ + "/" + w.cases[i].name + " (" + impl + "): ERROR " + runs[i].error);
+        continue;
+      }
+      evaluations += runs[i].result.evaluations;
+      add(g, runs[i].result);
+    }
+    std::cout << "[ gate 1 ] " << op_ << ", " << impl << ": " << g.cases << " cases, " << g.elements
+              << " elements (full VJP), " << g.directions << " directions, " << g.excluded
+              << " excluded; worst discrepancy/tolerance " << g.worst_ratio << "; " << evaluations
+              << " forward evaluations: " << verdict_name(g.verdict()) << "\n  worst: " << g.worst;
+    EXPECT_GT(g.cases, 0) << op_ << " has no gate-1 case";
+    EXPECT_TRUE(g.failures.empty()) << joined(g.failures);
+    gate1_results()[{op_, impl}] = std::move(g);
+  }
+
+ private:
+  std::string op_;
+  bool target_;
+};
+
 class Gate1MutantTest : public ::testing::Test {
  public:
   explicit Gate1MutantTest(Gate1Mutant m) : m_(std::move(m)) {}
@@ -204,26 +279,18 @@ class Gate1MutantTest : public ::testing::Test {
     if (!config().have_device) GTEST_SKIP() << config().no_device_reason;
   }
   void TestBody() override {
-    const Op& op = find_op(m_.op);
-    TargetOp mutant = find_target(m_.op);
-    const TargetOp real = mutant;
-    for (auto& p : mutant.passes)
-      if (p.name == "Backward") {
-        const auto bw = m_.backward;
-        p.launch = [real, bw](const Launch& l) { return bw(real, l); };
-      }
-    std::vector<CaseSpec> committed;
-    for (const CaseSpec& c : gradcheck_cases(op))
-      if (!c.production) committed.push_back(c);  // the committed cases carry the mutants
-    const auto runs = run_cases(committed, [&](const CaseSpec& c) { return gradcheck_target(op, mutant, c); });
+    const OpWork& w = op_work(m_.op);
+    const auto it = w.mutants.find(m_.name);
+    ASSERT_TRUE(it != w.mutants.end()) << "gate 1 of mutant " << m_.name << " was not run";
     std::vector<std::string> caught, missed;
-    for (std::size_t i = 0; i < committed.size(); ++i) {
-      ASSERT_TRUE(runs[i].error.empty()) << m_.op << "/" << committed[i].name << ": " << runs[i].error;
-      GradcheckResult r = runs[i].result;
+    for (std::size_t k = 0; k < w.committed.size(); ++k) {
+      const CaseSpec& c = w.cases[w.committed[k]];
+      ASSERT_TRUE(it->second[k].error.empty()) << m_.op << "/" << c.name << ": " << it->second[k].error;
+      GradcheckResult r = it->second[k].result;
       r.implementation = "target mutant";
       if (!r.pass() && caught.empty())
         std::cout << "[ gate 1 kernel mutant " << m_.name << " ] " << m_.op << ": " << m_.what << "\n" << r.summary();
-      (r.pass() ? missed : caught).push_back(committed[i].name);
+      (r.pass() ? missed : caught).push_back(c.name);
     }
     std::cout << "[ gate 1 kernel mutant " << m_.name << " ] " << m_.op << ": FAIL (caught) on " << caught.size()
               << " of " << caught.size() + missed.size() << " committed cases; not caught on:";
@@ -251,8 +318,8 @@ void register_gate1_tests() {
   }
   for (const Gate1Mutant& m : gate1_mutants()) {
     if (!selected(m.op)) continue;
-    ::testing::RegisterTest((m.op + "/Gate1Mutants").c_str(), m.name.c_str(), nullptr, nullptr, __FILE__, __LINE__,
-                            [m]() -> ::testing::Test* { return new Gate1MutantTest(m); });
+    ::testing::RegisterTest((m.op + "/Gate1").c_str(), ("Mutant" + m.name).c_str(), nullptr, nullptr, __FILE__,
+                            __LINE__, [m]() -> ::testing::Test* { return new Gate1MutantTest(m); });
   }
 }
 
