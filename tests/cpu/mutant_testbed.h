@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <iostream>
 #include <map>
@@ -74,6 +75,16 @@ inline std::vector<CaseData> small_generated_cases_of(const std::string& op, std
 }
 
 /// A deliberately broken reference and the cases built to expose it.
+/// Flat index of the first element whose bits differ between two tensors of one dtype and
+/// shape (a different dtype or shape: 0), or -1 when they are bitwise equal.
+inline std::int64_t first_bit_difference(const Tensor& a, const Tensor& b) {
+  if (a.dtype != b.dtype || a.shape != b.shape) return 0;
+  const std::size_t es = dtype_size(a.dtype);
+  for (std::size_t i = 0; i < a.numel(); ++i)
+    if (std::memcmp(a.bytes.data() + i * es, b.bytes.data() + i * es, es) != 0) return static_cast<std::int64_t>(i);
+  return -1;
+}
+
 struct MutantSpec {
   std::string name;  ///< printed, and named in failure messages
   std::function<std::map<std::string, Tensor>(const CaseData&)> outputs;  ///< the broken reference's outputs

@@ -158,7 +158,7 @@ TEST(Gate, ElementwiseUlpRuleFailsBeyondTheDeclaredLimitEvenInsideTheThreshold) 
   CaseSpec c = spec(DType::bf16);
   c.gate.ulp_limit = 1;
   c.gate.project_atol = 1.0;  // a threshold that would let everything through
-  const auto g = gold({1.0, 2.0, 3.0});
+  const auto g = gold_long({1.0, 2.0, 3.0});  // long sums: no element decidable, the ULP rule alone
   const auto ref = make(DType::bf16, {1.0, 2.0, 3.0});
   auto one = make(DType::bf16, {1.0078125, 2.0, 3.0});  // 1 ULP
   auto r = evaluate_gate("y", c, g, ref, &one);
@@ -213,7 +213,7 @@ TEST(Gate, PerTensorUlpRuleAppliesToItsTensorOnly) {
   CaseSpec c = spec(DType::bf16);
   c.gate.tensor_ulp_limits = {{"residual_out", 0}};
   c.gate.project_atol = 1.0;  // a threshold that would let everything through
-  const auto g = gold({1.0, 2.0, 3.0});
+  const auto g = gold_long({1.0, 2.0, 3.0});  // no element decidable: the ULP rule alone
   const auto ref = make(DType::bf16, {1.0, 2.0, 3.0});
   auto one = make(DType::bf16, {1.0078125, 2.0, 3.0});  // 1 ULP off
   auto r = evaluate_gate("residual_out", c, g, ref, &one);
@@ -225,6 +225,94 @@ TEST(Gate, PerTensorUlpRuleAppliesToItsTensorOnly) {
   EXPECT_EQ(r.params.ulp_limit, -1);
   EXPECT_EQ(r.max_ulp, -1);
   EXPECT_EQ(r.verdict, Verdict::pass);
+}
+
+// ---- decidable rounding ------------------------------------------------------------------
+
+TEST(Gate, DecidableRoundingFailsAMisroundedElementTheThresholdLetsThrough) {
+  CaseSpec c = spec(DType::bf16);
+  c.gate.project_atol = 1.0;  // a threshold that would let everything through
+  // 1 + 0.3 ulp: far from both rounding boundaries (the envelope of one term is ~6e-7).
+  const double ulp = 1.0 / 128;
+  const auto g = gold({1.0 + 0.3 * ulp, 2.0, -3.0});
+  const auto ref = make(DType::bf16, {1.0, 2.0, -3.0});
+  auto r = evaluate_gate("y", c, g, ref, &ref);
+  EXPECT_EQ(r.decidable, 3);
+  EXPECT_EQ(r.reference_misrounded, 0);
+  EXPECT_EQ(r.target_misrounded, 0);
+  EXPECT_TRUE(r.rounding_rule_valid);
+  EXPECT_EQ(r.verdict, Verdict::pass);
+  const auto up = make(DType::bf16, {1.0 + ulp, 2.0, -3.0});  // the neighbour: within every threshold
+  r = evaluate_gate("y", c, g, ref, &up);
+  EXPECT_LE(r.target_error, r.threshold);
+  EXPECT_EQ(r.target_misrounded, 1);
+  EXPECT_EQ(r.misrounded_index, 0);
+  EXPECT_EQ(r.verdict, Verdict::fail);
+  const std::string d = describe(r, c);
+  EXPECT_NE(d.find("decidable rounding: 3 decidable elements, misrounded: reference 0, target 1; first at [0]"),
+            std::string::npos)
+      << d;
+  // Below a power of 2 the spacing halves: 2 - 0.3 ulp(below) is decidable, its neighbour below is 2 - 2^-7.
+  const auto g2 = gold({2.0 - 0.3 * ulp, 2.0, -3.0});
+  const auto ref2 = make(DType::bf16, {2.0, 2.0, -3.0});
+  const auto below = make(DType::bf16, {2.0 - ulp, 2.0, -3.0});
+  r = evaluate_gate("y", c, g2, ref2, &below);
+  EXPECT_EQ(r.decidable, 3);
+  EXPECT_EQ(r.verdict, Verdict::fail);
+  EXPECT_EQ(r.target_misrounded, 1);
+}
+
+TEST(Gate, DecidableRoundingLeavesElementsNearABoundaryToTheThreshold) {
+  CaseSpec c = spec(DType::bf16);
+  const double ulp = 1.0 / 128;
+  // 1 + ulp/2 - 1e-7: a legitimate FP32 evaluation (error up to ~6e-7 here) may round
+  // either way, so either neighbour passes.
+  const auto g = gold({1.0 + ulp / 2 - 1e-7, 2.0, -3.0});
+  const auto ref = make(DType::bf16, {1.0, 2.0, -3.0});
+  const auto other = make(DType::bf16, {1.0 + ulp, 2.0, -3.0});
+  auto r = evaluate_gate("y", c, g, ref, &other);
+  EXPECT_EQ(r.decidable, 2);
+  EXPECT_EQ(r.target_misrounded, 0);
+  EXPECT_EQ(r.verdict, Verdict::pass);
+  // A long sum widens every element's bound beyond half an ulp: nothing is decidable.
+  r = evaluate_gate("y", c, gold_long({1.0 + 0.3 * ulp, 2.0, -3.0}), ref, &other);
+  EXPECT_EQ(r.decidable, 0);
+}
+
+TEST(Gate, DecidableRoundingSeesAFlushedSubnormalAndOverflow) {
+  CaseSpec c = spec(DType::bf16);
+  const double sub = std::ldexp(1.0, -130);  // a bf16 subnormal (2^-133 is the smallest)
+  const double big = 3.3895313892515355e38;  // the largest finite bf16
+  const auto g = gold({sub, big, -sub});
+  const auto ref = make(DType::bf16, {sub, big, -sub});
+  auto r = evaluate_gate("y", c, g, ref, &ref);
+  EXPECT_EQ(r.decidable, 3);
+  EXPECT_EQ(r.verdict, Verdict::pass);
+  const auto flushed = make(DType::bf16, {0.0, big, -0.0});  // flush-to-zero of the subnormal results
+  r = evaluate_gate("y", c, g, ref, &flushed);
+  EXPECT_EQ(r.target_misrounded, 2);
+  EXPECT_EQ(r.verdict, Verdict::fail);
+  // Just below the overflow threshold max + ulp/2: still decidable, rounds to max.
+  const double max_ulp = std::ldexp(1.0, 127 - 7);
+  const auto g_near = gold({sub, big + 0.3 * max_ulp, -sub});
+  r = evaluate_gate("y", c, g_near, ref, &ref);
+  EXPECT_EQ(r.decidable, 3);
+  EXPECT_EQ(r.verdict, Verdict::pass);
+}
+
+TEST(Gate, DecidableRoundingIsNotAppliedWhenTheReferenceMisrounds) {
+  CaseSpec c = spec(DType::bf16);
+  c.gate.project_atol = 1.0;
+  const double ulp = 1.0 / 128;
+  const auto g = gold({1.0 + 0.3 * ulp, 2.0, -3.0});
+  const auto bad_ref = make(DType::bf16, {1.0 + ulp, 2.0, -3.0});  // not a legitimate evaluation
+  const auto up = make(DType::bf16, {1.0 + ulp, 2.0, -3.0});
+  const auto r = evaluate_gate("y", c, g, bad_ref, &up);
+  EXPECT_EQ(r.reference_misrounded, 1);
+  EXPECT_FALSE(r.rounding_rule_valid);
+  EXPECT_EQ(r.target_misrounded, 1);  // counted, not applied
+  EXPECT_EQ(r.verdict, Verdict::pass);  // the threshold decides
+  EXPECT_NE(describe(r, c).find("rule not applied"), std::string::npos) << describe(r, c);
 }
 
 TEST(Gate, WithoutTargetReportsValidityAndNotRun) {

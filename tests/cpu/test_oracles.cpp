@@ -30,6 +30,10 @@ void expect_valid_yardstick(const CaseData& c) {
     EXPECT_TRUE(r.reference_structure.ok) << c.op << " " << describe(r, c.spec);
     EXPECT_TRUE(r.reference_in_envelope) << c.op << " " << describe(r, c.spec);
     EXPECT_EQ(r.verdict, Verdict::pass) << c.op << " " << describe(r, c.spec);
+    // Decidable rounding: the reference is a legitimate evaluation, so it rounds every
+    // decidable element as the golden does, and the rule applies to every tensor.
+    EXPECT_EQ(r.reference_misrounded, 0) << c.op << " " << describe(r, c.spec);
+    EXPECT_TRUE(r.rounding_rule_valid) << c.op << " " << describe(r, c.spec);
     if (!r.gate_valid) {
       std::cout << "[ note ] " << c.op << "/" << c.spec.name << "/" << t << ": gate not valid (ref/golden "
                 << r.reference_relative_error << ", condition " << r.condition
