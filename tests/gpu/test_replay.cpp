@@ -165,10 +165,18 @@ class Replay : public ::testing::Test {
         rep.tensors.push_back(r);
         EXPECT_TRUE(gated(r, c.spec));
       }
+      std::string launches;  // what the two launches showed, said as it is
+      if (differing == 0)
+        launches = ", bitwise identical across 2 launches (NaN / 0x55 poison)";
+      else if (decl.deterministic)
+        launches = ", NOT reproducible: " + std::to_string(differing) +
+                   " tensor(s) differ bitwise between 2 launches of a pass declared deterministic (an unwritten "
+                   "element or a race): FAIL";
+      else
+        launches = ", declared nondeterministic: " + std::to_string(differing) +
+                   " tensor(s) differ bitwise between 2 launches, each launch gated";
       rep.notes.push_back(pass_ + (problems.empty() ? ": guard bands and inputs intact" : ": MEMORY PROBLEMS") +
-                          (differing == 0 ? ", bitwise identical across 2 launches (NaN / 0x55 poison)"
-                                          : ", declared nondeterministic: " + std::to_string(differing) +
-                                                " tensor(s) differ bitwise between 2 launches, each launch gated"));
+                          launches);
     } catch (const std::exception& e) {
       record_error("", decl.writes, e.what());
     } catch (...) {
