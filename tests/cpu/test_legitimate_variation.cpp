@@ -1,0 +1,165 @@
+// Legitimate variation (issue: gate 2's false-fail rate), for RMSNorm: evaluations that
+// follow the reference policy (FP32 accumulation, one rounding to the output dtype) but
+// differ from the reference in every freedom a kernel has — the order of every sum
+// (serial, reversed, pairwise, blocked by 256 and by 4096 with the blocks' partial sums
+// added serially), FMA contraction of every multiply-add — are fed to the gate as the
+// target, on 200 seeds of small shapes in bf16, fp16 and fp32 (10 seeds of the rows of
+// 4097).
+//
+// Asserted: the decidable-rounding rule never fails one (it is a proof: every legitimate
+// evaluation rounds a decidable element as the golden does). Measured and printed, not
+// yet asserted: how many the whole gate FAILs — the max-abs threshold
+// (fudge_factor * reference_error + floor) fails legitimate evaluations whose error is
+// more than twice the reference's, on fp32 outputs and ill-conditioned tiny rows (README:
+// "False fails of the max-abs threshold, measured"); the declared fudge factor is not
+// raised for it.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <vector>
+
+#include "numgate/gate.h"
+#include "numgate/op.h"
+
+namespace numgate {
+namespace {
+
+enum class Order { serial, reversed, pairwise, blocked256, blocked4096 };
+const char* order_name(Order o) {
+  switch (o) {
+    case Order::serial: return "serial";
+    case Order::reversed: return "reversed";
+    case Order::pairwise: return "pairwise";
+    case Order::blocked256: return "blocked256";
+    case Order::blocked4096: return "blocked4096";
+  }
+  return "?";
+}
+
+struct Policy {
+  Order order;
+  bool fma;  // every a * b + c as one fused operation (terms of sums: fma(a, b, acc))
+};
+
+// FP32 sum of a(i) * b(i), i in [0, n), in the policy's order.
+float dot(std::int64_t n, const std::function<float(std::int64_t)>& a, const std::function<float(std::int64_t)>& b,
+          const Policy& p) {
+  auto serial = [&](std::int64_t lo, std::int64_t hi, bool reversed) {
+    float acc = 0.0f;
+    for (std::int64_t k = 0; k < hi - lo; ++k) {
+      const std::int64_t i = reversed ? hi - 1 - k : lo + k;
+      acc = p.fma ? std::fmaf(a(i), b(i), acc) : acc + a(i) * b(i);
+    }
+    return acc;
+  };
+  std::function<float(std::int64_t, std::int64_t)> pairwise = [&](std::int64_t lo, std::int64_t hi) -> float {
+    if (hi - lo <= 2) return serial(lo, hi, false);
+    const std::int64_t mid = lo + (hi - lo) / 2;
+    return pairwise(lo, mid) + pairwise(mid, hi);
+  };
+  auto blocked = [&](std::int64_t block) {
+    float acc = 0.0f;
+    for (std::int64_t lo = 0; lo < n; lo += block) acc = acc + serial(lo, std::min(n, lo + block), false);
+    return acc;
+  };
+  switch (p.order) {
+    case Order::serial: return serial(0, n, false);
+    case Order::reversed: return serial(0, n, true);
+    case Order::pairwise: return n == 0 ? 0.0f : pairwise(0, n);
+    case Order::blocked256: return blocked(256);
+    case Order::blocked4096: return blocked(4096);
+  }
+  return 0.0f;
+}
+
+// RMSNorm forward and backward under the policy (the formulas of rmsnorm_oracle.cpp's
+// reference: rstd = 1 / sqrt(mean(x^2) + eps), y = (x rstd) w, dx = rstd (g - xhat rstd
+// mean(g x)), g = dy w, dw = sum over rows of dy xhat), each output rounded once.
+std::map<std::string, Tensor> rmsnorm_under(const CaseSpec& c, const std::map<std::string, Tensor>& in, const Policy& p) {
+  const std::int64_t hidden = c.shape.back(), rows = rows_of(c.shape);
+  const float eps = static_cast<float>(c.param("eps")), n = static_cast<float>(hidden);
+  const Tensor &x = in.at("x"), &w = in.at("w"), &dy = in.at("dy");
+  Tensor y(c.dtype, c.shape), dx(c.dtype, c.shape), dw(c.dtype, {hidden});
+  std::vector<float> rstd(static_cast<std::size_t>(rows));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::size_t base = static_cast<std::size_t>(r * hidden);
+    auto xv = [&](std::int64_t i) { return static_cast<float>(x.get(base + static_cast<std::size_t>(i))); };
+    auto gv = [&](std::int64_t i) {
+      return static_cast<float>(dy.get(base + static_cast<std::size_t>(i))) * static_cast<float>(w.get(static_cast<std::size_t>(i)));
+    };
+    const float ss = dot(hidden, xv, xv, p), gx = dot(hidden, gv, xv, p);
+    const float rs = 1.0f / std::sqrt(ss / n + eps), mgx = gx / n;
+    rstd[static_cast<std::size_t>(r)] = rs;
+    for (std::int64_t i = 0; i < hidden; ++i) {
+      const float xi = xv(i), wi = static_cast<float>(w.get(static_cast<std::size_t>(i))), gi = gv(i);
+      const float xhat = xi * rs;
+      y.set(base + static_cast<std::size_t>(i), xhat * wi);
+      const float inner = p.fma ? std::fmaf(-xhat, rs * mgx, gi) : gi - xhat * (rs * mgx);
+      dx.set(base + static_cast<std::size_t>(i), rs * inner);
+    }
+  }
+  for (std::int64_t i = 0; i < hidden; ++i) {
+    auto dyv = [&](std::int64_t r) { return static_cast<float>(dy.get(static_cast<std::size_t>(r * hidden + i))); };
+    auto xhat = [&](std::int64_t r) {
+      return static_cast<float>(x.get(static_cast<std::size_t>(r * hidden + i))) * rstd[static_cast<std::size_t>(r)];
+    };
+    dw.set(static_cast<std::size_t>(i), dot(rows, dyv, xhat, p));
+  }
+  return {{"y", y}, {"dx", dx}, {"dw", dw}};
+}
+
+TEST(LegitimateVariation, RMSNormUnderEveryOrderAndContractionPassesDecidableRounding) {
+  const Op& op = find_op("rmsnorm");
+  CaseSpec base;
+  for (const CaseSpec& c : op.cases())
+    if (!c.production) { base = c; break; }
+  const std::vector<std::vector<std::int64_t>> shapes = {{1, 1}, {3, 7}, {4, 64}, {2, 255}, {2, 1024}, {3, 4097}};
+  std::vector<Policy> policies;
+  for (Order o : {Order::serial, Order::reversed, Order::pairwise, Order::blocked256, Order::blocked4096})
+    for (bool f : {false, true}) policies.push_back({o, f});
+  constexpr int kSeeds = 200;
+  std::int64_t evaluations = 0, fails = 0, decidable = 0, rule_fails = 0;
+  std::map<std::string, std::int64_t> fails_by;  // "<dtype> <tensor>": FAILs of the whole gate
+  for (DType t : {DType::bf16, DType::fp16, DType::fp32})
+    for (const auto& shape : shapes)
+      for (int s = 0; s < kSeeds; ++s) {
+        if (shape.back() > 1024 && s % 20 != 0) continue;  // the long rows: 10 seeds
+        CaseSpec c = base;
+        c.dtype = t;
+        c.shape = shape;
+        c.seed = 0x1e9a1u + static_cast<std::uint64_t>(s);
+        c.pattern = "normal";
+        c.name = std::string(dtype_name(t)) + "_" + std::to_string(shape[0]) + "x" + std::to_string(shape[1]) +
+                 "_seed" + std::to_string(c.seed);
+        const CaseData d = materialize(op, c);
+        for (const Policy& p : policies) {
+          const auto out = rmsnorm_under(c, d.inputs, p);
+          for (const auto& name : d.output_names) {
+            const GateResult r = evaluate_gate(name, c, d.golden.at(name), d.reference.at(name), &out.at(name));
+            ++evaluations;
+            decidable += r.decidable;
+            if (r.rounding_rule_valid && r.target_misrounded > 0) {
+              ++rule_fails;
+              ADD_FAILURE() << "legitimate evaluation (" << order_name(p.order) << (p.fma ? ", FMA" : "")
+                            << ") misrounded by the decidable-rounding rule:\n" << describe(r, c);
+            }
+            if (r.verdict == Verdict::pass || r.verdict == Verdict::pass_with_limitations) continue;
+            ++fails;
+            ++fails_by[std::string(dtype_name(t)) + " " + name + (p.fma ? " (FMA)" : "")];
+          }
+        }
+      }
+  std::cout << "[ legitimate variation ] rmsnorm: " << evaluations << " tensor evaluations (" << policies.size()
+            << " policies x seeds x shapes x dtypes), " << decidable << " decidable elements; decidable rounding: "
+            << rule_fails << " FAIL; the whole gate: " << fails << " FAIL (max-abs threshold):";
+  for (const auto& [k, n] : fails_by) std::cout << " " << k << " " << n << ";";
+  std::cout << "\n";
+  EXPECT_EQ(rule_fails, 0);
+  EXPECT_GT(decidable, 0);
+}
+
+}  // namespace
+}  // namespace numgate
