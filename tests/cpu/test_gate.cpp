@@ -300,6 +300,22 @@ TEST(Gate, DecidableRoundingSeesAFlushedSubnormalAndOverflow) {
   EXPECT_EQ(r.verdict, Verdict::pass);
 }
 
+TEST(Gate, DecidableRoundingIntervalsAreExactInFp64Too) {
+  // fp64 output: the midpoints between doubles are not doubles. 1 + 2^-52 (odd last bit)
+  // with a bound of 0.75 ulp is not decidable; with 0.25 ulp it is.
+  CaseSpec c = spec(DType::fp64);
+  const double r = 1.0 + std::ldexp(1.0, -52);
+  GoldenTensor g = gold({r, 2.0, 3.0});
+  const auto ref = make(DType::fp64, {r, 2.0, 3.0});
+  // FP64 accumulation: e = gamma_10(2^-53) * abs_terms, about 10 half-ulps for 2 and 3
+  // (never decidable); element 0's abs_terms sets its bound.
+  const double gamma10 = 10 * 0x1p-53 / (1 - 10 * 0x1p-53);
+  g.abs_terms.set(0, 0.75 * std::ldexp(1.0, -52) / gamma10);
+  EXPECT_EQ(evaluate_gate("y", c, g, ref, &ref).decidable, 0);
+  g.abs_terms.set(0, 0.25 * std::ldexp(1.0, -52) / gamma10);
+  EXPECT_EQ(evaluate_gate("y", c, g, ref, &ref).decidable, 1);
+}
+
 TEST(Gate, DecidableRoundingIsNotAppliedWhenTheReferenceMisrounds) {
   CaseSpec c = spec(DType::bf16);
   c.gate.project_atol = 1.0;

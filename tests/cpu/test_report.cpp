@@ -536,6 +536,12 @@ TEST(Report, OverallVerdictIncludesGate1) {
       << summary_table(missing);
   missing.gate1.clear();
   EXPECT_EQ(missing.overall(), Verdict::not_run);
+  // A report without cases never reads PASS, but its gate-1 FAIL shows.
+  Report no_cases;
+  no_cases.gate1 = {gate1("rmsnorm", kGate1Golden, Verdict::pass)};
+  EXPECT_EQ(no_cases.overall(), Verdict::not_run);
+  no_cases.gate1.push_back(gate1("rmsnorm", kGate1Target, Verdict::fail));
+  EXPECT_EQ(no_cases.overall(), Verdict::fail);
   // A gate-1 row of an op without cases still counts.
   Report extra = passing_report();
   extra.gate1.push_back(gate1("softmax", kGate1Golden, Verdict::fail));

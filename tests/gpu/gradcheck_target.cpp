@@ -54,9 +54,11 @@ struct TargetState {
         host = it->second.to(dt);
         auto& held = uploaded[t.name];
         if (held != host.bytes) {
-          held = host.bytes;  // the copy below reads `held`, which lives as long as the buffer
-          cuda_check(cudaMemcpyAsync(b.data(), held.data(), held.size(), cudaMemcpyHostToDevice, stream),
+          held.clear();  // unknown until the copy succeeds
+          cuda_check(cudaMemcpyAsync(b.data(), host.data(), host.bytes.size(), cudaMemcpyHostToDevice, stream),
                      where("uploading " + t.name).c_str());
+          cuda_check(cudaStreamSynchronize(stream), where("uploading " + t.name).c_str());
+          held = std::move(host.bytes);
         }
       } else {
         out.emplace(t.name, std::move(host));
@@ -79,7 +81,7 @@ struct TargetState {
         cuda_check(cudaMemcpyAsync(v.data(), buffers.at(w).data(), v.bytes.size(), cudaMemcpyDeviceToHost, stream),
                    where("downloading " + w).c_str());
       }
-    // The golden's rounding bounds while the kernels run.
+    // The golden's rounding bounds (pageable destinations: the copies above have returned).
     std::map<std::string, GoldenTensor> g = op.golden(c64, in);
     cuda_check(cudaStreamSynchronize(stream), where("synchronizing after the FP64 launches").c_str());
     for (const PassDecl* p : passes)
