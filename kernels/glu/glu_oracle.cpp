@@ -2,6 +2,7 @@
 // and mutants. Compiled with -ffp-contract=off: results do not depend on compiler flags.
 #include "glu/glu_oracle.h"
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstring>
@@ -98,6 +99,29 @@ double g_dact(Act f, double a) {
       const double u = k * (a + 0.044715 * a * a * a), du = k * (1.0 + 3.0 * 0.044715 * a * a);
       g_sigmoid(2.0 * u, s, t);
       return s * (1.0 + 2.0 * a * du * t);  // d/da [a sigmoid(2u)]
+    }
+  }
+  return kNaN;
+}
+
+/// act''(a), FP64, for the rounding bound only (abs_terms of da): how fast act' changes.
+/// silu'' = s (1 - s) (2 + a (1 - 2 s)); gelu'' = phi(a) (2 - a^2); tanh GELU, act = a S(v),
+/// v = 2 k (a + c a^3): act'' = 2 S'(v) v' + a (S''(v) v'^2 + S'(v) v''), S' = S (1 - S),
+/// S'' = S' (1 - 2 S). Finite a only.
+double g_ddact(Act f, double a) {
+  double s, t;
+  switch (f) {
+    case Act::silu:
+      g_sigmoid(a, s, t);
+      return s * t * (2.0 + a * (t - s));
+    case Act::gelu_erf:
+      return std::exp(-0.5 * a * a) / std::sqrt(2.0 * M_PI) * (2.0 - a * a);
+    case Act::gelu_tanh: {
+      const double k = std::sqrt(2.0 / M_PI), c = 0.044715;
+      const double v = 2.0 * k * (a + c * a * a * a), dv = 2.0 * k * (1.0 + 3.0 * c * a * a), ddv = 12.0 * k * c * a;
+      g_sigmoid(v, s, t);
+      const double s1 = s * t, s2 = s1 * (t - s);
+      return 2.0 * s1 * dv + a * (s2 * dv * dv + s1 * ddv);
     }
   }
   return kNaN;
@@ -293,20 +317,29 @@ std::map<std::string, GoldenTensor> golden_of(Act f, const CaseSpec& c, const st
   const Tensor &a = in.at("a"), &b = in.at("b"), &dy = in.at("dy");
   GoldenTensor y{Tensor(DType::fp64, c.shape), Tensor(DType::fp64, c.shape), 1};
   GoldenTensor da = y, db = y;
-  // abs_terms: |value| (a product: condition 1); 0 only where a factor is exactly zero
-  // (a = 0 or -inf give act = 0 by definition; a = -inf gives act' = 0); a value that
-  // merely underflowed to 0 gets the smallest positive double (no exact zero required).
-  auto put = [](GoldenTensor& g, std::size_t i, double v, bool exact_zero) {
+  // abs_terms (the rounding bound's scale, numgate/op.h): the product of the factors'
+  // magnitudes, the activation's factor including how much it moves when its argument is
+  // perturbed relatively: |act(a)| + |a act'(a)| for y and db, |act'(a)| + |a act''(a)| for
+  // da (condition number 1 + |a act'/act|: an evaluation rounds a / sqrt 2, or the tanh
+  // GELU's inner polynomial, before erfc / sigmoid, and in the tails that rounding is
+  // amplified ~2 a^2 times). 0 only where a factor is exactly zero (a = 0 or -inf give
+  // act = 0 by definition; a = -inf gives act' = 0); a value that merely underflowed to 0
+  // gets at least the smallest positive double (no exact zero required).
+  auto put = [](GoldenTensor& g, std::size_t i, double v, double terms, bool exact_zero) {
     g.value.set(i, v);
-    g.abs_terms.set(i, v != 0.0 || exact_zero ? std::fabs(v) : std::numeric_limits<double>::denorm_min());
+    const double t = std::isnan(terms) ? std::fabs(v) : std::max(std::fabs(terms), std::fabs(v));
+    g.abs_terms.set(i, exact_zero ? std::fabs(v) : t != 0.0 ? t : std::numeric_limits<double>::denorm_min());
   };
   for (std::size_t i = 0; i < a.numel(); ++i) {
     const double av = a.get(i), bv = b.get(i), dv = dy.get(i);
     const double act = g_act(f, av), dact = g_dact(f, av);
     const bool act0 = av == 0.0 || av == -kInf, dact0 = av == -kInf;
-    put(y, i, act * bv, act0 || bv == 0.0);
-    put(da, i, dv * bv * dact, dv == 0.0 || bv == 0.0 || dact0);
-    put(db, i, dv * act, dv == 0.0 || act0);
+    const bool finite = std::isfinite(av);
+    const double act_scale = std::fabs(act) + (finite ? std::fabs(av * dact) : 0.0);
+    const double dact_scale = std::fabs(dact) + (finite ? std::fabs(av * g_ddact(f, av)) : 0.0);
+    put(y, i, act * bv, act_scale * std::fabs(bv), act0 || bv == 0.0);
+    put(da, i, dv * bv * dact, std::fabs(dv) * std::fabs(bv) * dact_scale, dv == 0.0 || bv == 0.0 || dact0);
+    put(db, i, dv * act, std::fabs(dv) * act_scale, dv == 0.0 || act0);
   }
   return {{"y", y}, {"da", da}, {"db", db}};
 }
@@ -372,7 +405,7 @@ namespace {
 OpDescriptor glu_descriptor(const char* name) {
   const DTypeRule T = DTypeRule::case_dtype;
   return {name,
-          1,
+          2,  // 2: abs_terms include the activation's condition (the rounding bound of GELU's tails)
           {
               {"a", Role::input, Layout::rows, T, case_shape(), "[..., n] gate input (activation argument)"},
               {"b", Role::input, Layout::rows, T, case_shape(), "[..., n] up projection"},
