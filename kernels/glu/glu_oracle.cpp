@@ -369,6 +369,19 @@ std::map<std::string, Tensor> reference_variant(const std::string& op, const Cas
   return {{"y", y}, {"da", da}, {"db", db}};
 }
 
+std::map<std::string, Tensor> reference_in_math(const std::string& op, const CaseSpec& c,
+                                                const std::map<std::string, Tensor>& in, DType math) {
+  if (math != DType::fp32 && math != DType::fp64)
+    throw std::invalid_argument("glu::reference_in_math: math must be fp32 or fp64, not " +
+                                std::string(dtype_name(math)));
+  const Act f = act_of(op, c);
+  const Tensor &a = in.at("a"), &b = in.at("b"), &dy = in.at("dy");
+  Tensor y(c.dtype, a.shape), da(c.dtype, a.shape), db(c.dtype, a.shape);
+  if (math == DType::fp32) reference_loop<float>(f, a, b, dy, y, da, db, Mutant::none);
+  else reference_loop<double>(f, a, b, dy, y, da, db, Mutant::none);
+  return {{"y", y}, {"da", da}, {"db", db}};
+}
+
 std::map<std::string, Tensor> SwiGLUOp::make_inputs(const CaseSpec& c) const {
   return draw(Act::silu, c, name());
 }

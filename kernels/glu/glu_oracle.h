@@ -56,6 +56,14 @@ const char* mutant_name(Mutant m);
 std::map<std::string, Tensor> reference_variant(const std::string& op, const CaseSpec& c,
                                                 const std::map<std::string, Tensor>& in, Mutant m);
 
+/// The reference's scalar code evaluated in `math` (DType::fp32: float math, expf/erfcf;
+/// DType::fp64: double math) whatever the case dtype, each output rounded once to it. The
+/// reference itself uses fp32 math for bf16/fp16 cases and fp64 math for fp32 cases; the
+/// other choice is a legitimate variation a kernel may make (tests/cpu/
+/// test_legitimate_variation.cpp). Throws std::invalid_argument for another `math`.
+std::map<std::string, Tensor> reference_in_math(const std::string& op, const CaseSpec& c,
+                                                const std::map<std::string, Tensor>& in, DType math);
+
 class SwiGLUOp final : public Op {
  public:
   const OpDescriptor& descriptor() const override;  // glu_oracle.cpp

@@ -1,5 +1,5 @@
 // Legitimate variation (issue: gate 2's false-fail rate), for the reduction ops RMSNorm,
-// LayerNorm and softmax (backward): evaluations that follow the reference policy (FP32
+// LayerNorm and softmax (backward), and for the GLU ops (below, the other math precision): evaluations that follow the reference policy (FP32
 // accumulation, one rounding to the output dtype) but differ from the reference in every
 // freedom a kernel has — the order of every sum (serial, reversed, pairwise, blocked by
 // 256 and by 4096 with the blocks' partial sums added serially), FMA contraction of every
@@ -23,6 +23,8 @@
 
 #include "numgate/gate.h"
 #include "numgate/op.h"
+#include "glu/glu_oracle.h"
+#include "mutant_testbed.h"
 
 namespace numgate {
 namespace {
@@ -247,6 +249,51 @@ TEST(LegitimateVariation, SoftmaxBackwardUnderEveryOrderAndContractionPassesDeci
       [](const CaseSpec& c, const CaseData& d, const Policy& p) {
         return softmax_backward_under(c, d.inputs, d.reference.at("y"), p);
       });
+}
+
+// The GLU ops, elementwise: the reference's own scalar code in the other math precision
+// (FP64 math for bf16/fp16 outputs, more accurate than the reference's FP32 math; FP32
+// math — expf, erfcf — for fp32 outputs, where the reference uses FP64), on every committed
+// case and every small generated one. Asserted: decidable rounding fails none. Printed:
+// what the whole gate (its ULP rule of 1 ULP among them) does with them.
+TEST(LegitimateVariation, GluInTheOtherMathPrecisionPassesDecidableRounding) {
+  for (const char* op : {"swiglu", "geglu"}) {
+    std::vector<CaseData> cases = testing::committed_cases_of(op);
+    for (auto& c : testing::small_generated_cases_of(op, testing::kSmallGeneratedElements)) cases.push_back(std::move(c));
+    std::int64_t evaluations = 0, decidable = 0, rule_fails = 0, fails = 0;
+    std::map<std::string, std::int64_t> fails_by, evaluations_by;  // by dtype (evaluations)
+    for (const CaseData& c : cases) {
+      if (c.spec.dtype == DType::fp64) continue;
+      evaluations_by[std::string(dtype_name(c.spec.dtype))] += static_cast<std::int64_t>(c.output_names.size());
+      // The other math than the reference's: FP32 math for fp32 outputs, FP64 math for bf16/fp16.
+      const DType variant = c.spec.dtype == DType::fp32 ? DType::fp32 : DType::fp64;
+      const auto out = glu::reference_in_math(op, c.spec, c.inputs, variant);
+      for (const auto& name : c.output_names) {
+        const GateResult r = evaluate_gate(name, c.spec, c.golden.at(name), c.reference.at(name), &out.at(name));
+        ++evaluations;
+        decidable += r.decidable;
+        if (r.rounding_rule_valid && r.target_misrounded > 0) {
+          ++rule_fails;
+          ADD_FAILURE() << op << ": the reference's code in the other math precision misrounded by the "
+                        << "decidable-rounding rule:\n" << describe(r, c.spec);
+        }
+        if (r.verdict != Verdict::pass && r.verdict != Verdict::pass_with_limitations) {
+          ++fails;
+          const bool ulp_rule = r.params.ulp_limit >= 0 && r.max_ulp > r.params.ulp_limit;
+          ++fails_by[std::string(dtype_name(c.spec.dtype)) + " " + name + (ulp_rule ? " (ULP rule)" : "")];
+        }
+      }
+    }
+    std::cout << "[ legitimate variation ] " << op << " in the other math precision: " << evaluations
+              << " tensor evaluations (";
+    for (const auto& [k, n] : evaluations_by) std::cout << k << " " << n << " ";
+    std::cout << "), " << decidable << " decidable elements; decidable rounding: " << rule_fails
+              << " FAIL; the whole gate: " << fails << " FAIL:";
+    for (const auto& [k, n] : fails_by) std::cout << " " << k << " " << n << ";";
+    std::cout << "\n";
+    EXPECT_EQ(rule_fails, 0) << op;
+    EXPECT_GT(decidable, 0) << op;
+  }
 }
 
 }  // namespace
