@@ -29,21 +29,13 @@ void set_bits(Tensor& t, std::size_t i, std::uint32_t b) {
 // Every finite element moved to its neighbour toward +Inf (the largest finite value stays).
 Tensor one_ulp_up(const Tensor& t) {
   Tensor out = t;
-  const std::uint32_t sign = dtype_size(t.dtype) == 2 ? 0x8000u : 0x80000000u;
   for (std::size_t i = 0; i < t.numel(); ++i) {
     const double v = t.get(i);
     if (!std::isfinite(v)) continue;
     const std::uint32_t b = bits_at(t, i);
-    std::uint32_t n;
-    if (v == 0.0) n = 1;              // +-0 -> the smallest positive subnormal
-    else if (v > 0) n = b + 1;        // larger magnitude
-    else n = b - 1;                   // smaller magnitude (toward +Inf)
-    if (!(b & sign) && v > 0) {
-      Tensor probe = out;
-      set_bits(probe, i, n);
-      if (!std::isfinite(probe.get(i))) continue;  // the largest finite value: left as is
-    }
-    set_bits(out, i, n);
+    // +-0: the smallest positive subnormal; positive: one more magnitude; negative: one less.
+    set_bits(out, i, v == 0.0 ? 1u : v > 0 ? b + 1 : b - 1);
+    if (!std::isfinite(out.get(i))) set_bits(out, i, b);  // past the largest finite value
   }
   return out;
 }

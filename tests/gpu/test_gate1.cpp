@@ -15,7 +15,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <functional>
 #include <iostream>
@@ -24,6 +23,7 @@
 
 #include "gradcheck_target.h"
 #include "mutants/gate1_mutants.h"
+#include "numgate/parallel.h"
 #include "replay.h"
 
 namespace numgate::testing {
@@ -51,21 +51,6 @@ void add(Gate1Report& g, const GradcheckResult& r) {
     }
     if (!t.pass) g.failures.push_back(r.line(i));
   }
-}
-
-// f(i) for i in [0, n), on up to hardware_concurrency host threads (the cases of an op are
-// independent; the golden is pure and every target function object has its own stream).
-// f must not throw.
-template <class F>
-void for_each_case(std::size_t n, F&& f) {
-  const std::size_t threads = std::max<std::size_t>(1, std::min<std::size_t>(std::thread::hardware_concurrency(), n));
-  std::atomic<std::size_t> next{0};
-  std::vector<std::thread> pool;
-  for (std::size_t t = 0; t < threads; ++t)
-    pool.emplace_back([&] {
-      for (std::size_t i = next++; i < n; i = next++) f(i);
-    });
-  for (auto& th : pool) th.join();
 }
 
 // One case's gate 1, or the exception it threw.
@@ -218,7 +203,7 @@ const OpWork& op_work(const std::string& op_name) {
   }
   std::stable_sort(jobs.begin(), jobs.end(), [](const Job& a, const Job& b) { return a.cost > b.cost; });
   const auto t0 = std::chrono::steady_clock::now();
-  for_each_case(jobs.size(), [&](std::size_t i) {
+  parallel_for(jobs.size(), [&](std::size_t i) {  // the golden is pure; each target function object has its own stream
     const Job& j = jobs[i];
     try {
       j.out->result = j.target ? gradcheck_target(op, *j.target, *j.c) : gradcheck(op, *j.c);
