@@ -67,10 +67,21 @@ struct TargetPass {
   /// Launches the pass asynchronously on l.stream; returns the launch's CUDA status
   /// (cudaErrorInvalidValue for a case or window the launchers refuse).
   std::function<cudaError_t(const Launch&)> launch;
+  /// Two launches on the same inputs give the same bits (no atomics, no order that varies
+  /// between launches). The replay launches a deterministic pass twice (NaN, then 0x55
+  /// poison) and requires bitwise equality (how an unwritten element or a race is found);
+  /// a nondeterministic one kNondeterministicLaunches times, gates every distinct result
+  /// and reports how many there were and the largest difference between launches.
+  bool deterministic = true;
 };
+
+/// Launches of a pass declared nondeterministic (SPEC §5: at least 5, every one gated).
+inline constexpr int kNondeterministicLaunches = 5;
 
 struct TargetOp {
   std::string op;  ///< the descriptor's name
+  /// Passes by the descriptor's names. The op's main target (variant empty) has every pass
+  /// of the descriptor, in order; a variant has some of them.
   std::vector<TargetPass> passes;
   /// Optional host-side check of a case's device inputs before the replay launches it, e.g.
   /// cross-entropy's class targets in [0, vocab) or ignore_index (the kernels never index
@@ -78,7 +89,15 @@ struct TargetOp {
   /// reports a refusal as a FAIL; the benchmark, whose inputs are valid by construction,
   /// does not call it, so it is never timed.
   std::function<cudaError_t(const CaseSpec&, const DevicePtrs&, cudaStream_t)> precheck;
+  /// Empty: the op's main target (exactly one per op; gate 1, the misaligned and row-by-row
+  /// replays and the benchmark use it). Else a second implementation of some of the op's
+  /// passes registered beside it, e.g. "atomic_dw" (RMSNorm's backward with an atomics-based
+  /// weight-gradient reduction): the replay gates it on every case, aligned, its rows
+  /// reported as "<tensor> [<variant>]"; the benchmark times it too. [a-z0-9_]+.
+  std::string variant = {};
 
+  /// "rmsnorm" or "rmsnorm [atomic_dw]".
+  std::string label() const { return variant.empty() ? op : op + " [" + variant + "]"; }
   /// The pass of that name; throws std::invalid_argument naming the op and its passes.
   const TargetPass& pass(const std::string& name) const;
 };
@@ -98,15 +117,20 @@ cudaError_t dispatch(DType t, F&& f) {
   return cudaErrorInvalidValue;
 }
 
-/// All registered targets (NUMGATE_REGISTER_TARGETS; the list is built from
-/// kernels/CMakeLists.txt's numgate_add_op() lines). Throws std::logic_error at the first
-/// call if a target's passes do not match its op's descriptor passes one to one.
+/// All registered targets, main targets and variants, by op then variant
+/// (NUMGATE_REGISTER_TARGETS; the list is built from kernels/CMakeLists.txt's
+/// numgate_add_op() lines). Throws std::logic_error at the first call if a main target's
+/// passes are not its descriptor's one to one, a variant has a pass its descriptor lacks or
+/// a malformed name, an op has no main target or two, or two variants share a name.
 const std::vector<TargetOp>& all_targets();
-/// The target of op `name`; throws std::invalid_argument listing the known targets.
+/// The main target of op `name`; throws std::invalid_argument listing the known targets.
 const TargetOp& find_target(const std::string& name);
+/// The variants of op `name` (empty when it has none).
+std::vector<const TargetOp*> variants_of(const std::string& name);
 
 /// Registration: at global scope in the op folder's target file,
 ///   NUMGATE_REGISTER_TARGETS(glu) { add(glu::make_swiglu_target()); add(glu::make_geglu_target()); }
+/// (a variant is one more add() of a TargetOp with `variant` set).
 using TargetSink = std::function<void(TargetOp)>;
 #define NUMGATE_REGISTER_TARGETS(folder) \
   void numgate_register_targets_##folder(const ::numgate::TargetSink& add)

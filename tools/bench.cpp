@@ -413,6 +413,10 @@ void run_case(const BenchCase& bc, const Device& dev, const Options& opt, cudaSt
     for (const auto& t : pass.writes) fp += bytes_of(t);
     min_footprint = std::min(min_footprint, fp);
   }
+  const std::vector<const numgate::TargetOp*> variants = numgate::variants_of(bc.op);
+  for (const numgate::TargetOp* v : variants)
+    for (const auto& tp : v->passes)
+      if (tp.workspace_bytes) ws_bytes = std::max(ws_bytes, tp.workspace_bytes(bc.spec));
   for (const auto& [n, ti] : bc.tensors) set_bytes += size_of(ti);
   set_bytes += ws_bytes;
   // Size the rotation by the smallest per-launch footprint, so that between two uses of a
@@ -465,8 +469,9 @@ void run_case(const BenchCase& bc, const Device& dev, const Options& opt, cudaSt
 
   // Index inputs were memset to 0 (valid); the target's host-side precheck (cross-entropy's
   // target validation) is the replay's business and is never timed here.
-  for (const auto& pass : desc.passes) {
-    const numgate::TargetPass& tp = target.pass(pass.name);
+  // The main target's passes, then every variant's (TargetOp::variant), e.g. "Backward [atomic_dw]".
+  auto time_pass = [&](const numgate::TargetPass& tp, const std::string& label) {
+    const numgate::PassDecl& pass = desc.pass(tp.name);
     const std::size_t pws = tp.workspace_bytes ? tp.workspace_bytes(bc.spec) : 0;
     double bytes = 0;
     for (const auto& t : pass.reads) bytes += static_cast<double>(bytes_of(t));
@@ -475,8 +480,11 @@ void run_case(const BenchCase& bc, const Device& dev, const Options& opt, cudaSt
       const Set& st = sets[static_cast<std::size_t>(i) % nsets];
       BENCH_LAUNCH(tp.launch(numgate::Launch{bc.spec, st.ptrs, st.ws ? st.ws->data() : nullptr, pws, stream, {}}));
     });
-    print_line(bc, pass.name, tm, bytes, rows, dev, res);
-  }
+    print_line(bc, label, tm, bytes, rows, dev, res);
+  };
+  for (const auto& pass : desc.passes) time_pass(target.pass(pass.name), pass.name);
+  for (const numgate::TargetOp* v : variants)
+    for (const auto& tp : v->passes) time_pass(tp, tp.name + " [" + v->variant + "]");
 }
 
 int run(const Options& opt, numgate::bench::Results& res) {

@@ -25,8 +25,11 @@
 // written with 16-byte vector accesses where its own alignment allows, else element-wise.
 // Tensors must not overlap (no in-place operation).
 //
-// Determinism: no atomics. Repeated calls with the same pointers, shapes and data give
-// bitwise identical outputs, on any GPU (launch shapes do not depend on the device).
+// Determinism: forward() and backward() use no atomics. Repeated calls with the same
+// pointers, shapes and data give bitwise identical outputs, on any GPU (launch shapes do
+// not depend on the device). backward_atomic_dw() is the one NONDETERMINISTIC launcher:
+// its dw sums the per-chunk partials with atomicAdd, in whatever order the blocks arrive
+// (dx is backward()'s, bitwise).
 //
 // Errors: the launchers validate their arguments and return cudaErrorInvalidValue
 // without launching anything for
@@ -104,6 +107,27 @@ cudaError_t backward(const T* x, const T* w, const T* dy, T* dx, T* dw, int64_t 
                      int64_t hidden, double eps, void* workspace, size_t workspace_bytes,
                      cudaStream_t stream);
 
+/// Bytes of device workspace that backward_atomic_dw() needs: backward_workspace_bytes()
+/// plus the [hidden] accumulator of dw (widest type, aligned). 0 as backward_workspace_bytes.
+size_t backward_atomic_dw_workspace_bytes(int64_t rows, int64_t hidden);
+
+/// RMSNorm backward with an atomics-based weight-gradient reduction: NONDETERMINISTIC.
+/// dx, and the per-chunk partial sums of dw, are computed exactly as by backward(); then
+/// dw_j = T( sum over chunks c of partial[c][j] ), the sum taken by atomicAdd into a
+/// [hidden] accumulator in acc (zeroed on `stream` first), in the order in which the
+/// chunks' threads arrive, which varies between launches: dw may differ in its last bits
+/// from launch to launch (each result a legitimate FP32 summation order; numgate gates every
+/// distinct result of kNondeterministicLaunches launches). The split-K-with-atomics pattern
+/// of framework weight-gradient kernels; registered as the variant "atomic_dw" of the rmsnorm
+/// target (rmsnorm_target.cpp).
+///
+/// Arguments, errors and the rows == 0 case as for backward(), except that workspace_bytes
+/// must be at least backward_atomic_dw_workspace_bytes(rows, hidden).
+template <typename T>
+cudaError_t backward_atomic_dw(const T* x, const T* w, const T* dy, T* dx, T* dw, int64_t rows,
+                               int64_t hidden, double eps, void* workspace, size_t workspace_bytes,
+                               cudaStream_t stream);
+
 // Explicit instantiations live in rmsnorm_kernels.cu; these are the supported types.
 extern template cudaError_t forward<float>(const float*, const float*, float*, int64_t, int64_t,
                                            double, cudaStream_t);
@@ -128,5 +152,18 @@ extern template cudaError_t backward<__nv_bfloat16>(const __nv_bfloat16*, const 
                                                     const __nv_bfloat16*, __nv_bfloat16*,
                                                     __nv_bfloat16*, int64_t, int64_t, double,
                                                     void*, size_t, cudaStream_t);
+
+extern template cudaError_t backward_atomic_dw<float>(const float*, const float*, const float*, float*, float*,
+                                                      int64_t, int64_t, double, void*, size_t, cudaStream_t);
+extern template cudaError_t backward_atomic_dw<double>(const double*, const double*, const double*, double*,
+                                                       double*, int64_t, int64_t, double, void*, size_t,
+                                                       cudaStream_t);
+extern template cudaError_t backward_atomic_dw<__half>(const __half*, const __half*, const __half*, __half*,
+                                                       __half*, int64_t, int64_t, double, void*, size_t,
+                                                       cudaStream_t);
+extern template cudaError_t backward_atomic_dw<__nv_bfloat16>(const __nv_bfloat16*, const __nv_bfloat16*,
+                                                              const __nv_bfloat16*, __nv_bfloat16*,
+                                                              __nv_bfloat16*, int64_t, int64_t, double, void*,
+                                                              size_t, cudaStream_t);
 
 }  // namespace numgate::rmsnorm

@@ -79,6 +79,11 @@ Design.
   and the block shape depends only on (H, dtype, the row's 16-byte phase), so dx of a
   row never depends on how many rows are launched with it or which chunk it is in.
 
+  backward_atomic_dw (the nondeterministic variant): dx and the per-chunk partials as
+  below; stage 2 replaced by one atomicAdd per (chunk, column) into a zeroed FP32 (FP64)
+  [H] accumulator, then one rounding kernel. The order of the additions is the blocks'
+  arrival order.
+
   backward dw (deterministic, no atomics). Rows are split into chunks whose size is a
   function of (rows, H) only, never of the GPU, so results are bitwise reproducible on
   any device. Stage 1 leaves partial[chunk][col] = sum over the chunk's rows (acc) in
@@ -927,6 +932,26 @@ __global__ void __launch_bounds__(kFinTx* kFinTy)
   }
 }
 
+/// The atomics-based stage 2 of backward_atomic_dw (nondeterministic). grid = (ceil(H /
+/// 256), chunks), block = 256: thread (chunk, j) adds partial[chunk][j] to acc[j] (acc,
+/// zeroed first) with atomicAdd, so the order of the additions over chunks is the order
+/// in which the blocks get there, which varies from launch to launch.
+template <typename T>
+__global__ void __launch_bounds__(256)
+    rmsnorm_backward_dw_atomic_kernel(const acc_t<T>* __restrict__ partial, acc_t<T>* __restrict__ acc,
+                                      int hidden) {
+  const int j = static_cast<int>(blockIdx.x) * 256 + static_cast<int>(threadIdx.x);
+  if (j < hidden) atomicAdd(acc + j, partial[static_cast<int64_t>(blockIdx.y) * hidden + j]);
+}
+
+/// dw[j] = T(acc[j]) (round to nearest even). grid = ceil(H / 256), block = 256.
+template <typename T>
+__global__ void __launch_bounds__(256) rmsnorm_backward_dw_round_kernel(const acc_t<T>* __restrict__ acc,
+                                                                        T* __restrict__ dw, int hidden) {
+  const int j = static_cast<int>(blockIdx.x) * 256 + static_cast<int>(threadIdx.x);
+  if (j < hidden) dw[j] = from_acc<T>(acc[j]);
+}
+
 // =====================================================================================
 // host side: argument checks and launch configuration
 // =====================================================================================
@@ -1092,10 +1117,41 @@ size_t backward_workspace_bytes(int64_t rows, int64_t hidden) {
   return static_cast<size_t>(l.bytes + kWorkspaceAlign);
 }
 
+size_t backward_atomic_dw_workspace_bytes(int64_t rows, int64_t hidden) {
+  if (!shape_ok(rows, hidden) || rows == 0) return 0;
+  // The deterministic path's workspace, then the [hidden] accumulator (widest type).
+  const WorkspaceLayout l = workspace_layout(rows, hidden, static_cast<int64_t>(sizeof(double)));
+  return static_cast<size_t>(round_up(l.bytes, kWorkspaceAlign) + hidden * int64_t(sizeof(double)) + kWorkspaceAlign);
+}
+
+namespace {
+
+/// Stage 2 of the weight gradient: dw[j] = T(sum over chunks of partial[c][j]), in the
+/// fixed order of rmsnorm_backward_dw_finalize_kernel (acc == nullptr) or by atomicAdd
+/// into acc (zeroed here) and then rounded (nondeterministic).
 template <typename T>
-cudaError_t backward(const T* x, const T* w, const T* dy, T* dx, T* dw, int64_t rows,
-                     int64_t hidden, double eps, void* workspace, size_t workspace_bytes,
-                     cudaStream_t stream) {
+cudaError_t finish_dw(const acc_t<T>* partial, T* dw, int64_t chunks, int h, acc_t<T>* acc, cudaStream_t stream) {
+  if (acc == nullptr) {
+    rmsnorm_backward_dw_finalize_kernel<T><<<dim3(static_cast<unsigned>(ceil_div(h, kFinTx))), dim3(kFinTx, kFinTy), 0,
+                                             stream>>>(partial, dw, chunks, h);
+    return cudaGetLastError();
+  }
+  cudaError_t err = cudaMemsetAsync(acc, 0, static_cast<size_t>(h) * sizeof(acc_t<T>), stream);
+  if (err != cudaSuccess) return err;
+  const unsigned cols = static_cast<unsigned>(ceil_div(h, 256));
+  rmsnorm_backward_dw_atomic_kernel<T><<<dim3(cols, static_cast<unsigned>(chunks)), 256, 0, stream>>>(partial, acc, h);
+  err = cudaGetLastError();
+  if (err != cudaSuccess) return err;
+  rmsnorm_backward_dw_round_kernel<T><<<cols, 256, 0, stream>>>(acc, dw, h);
+  return cudaGetLastError();
+}
+
+/// backward() and backward_atomic_dw(): the same dx and dw partials; stage 2 of dw in a
+/// fixed order (atomic_dw false) or by atomics.
+template <typename T>
+cudaError_t backward_impl(const T* x, const T* w, const T* dy, T* dx, T* dw, int64_t rows,
+                          int64_t hidden, double eps, void* workspace, size_t workspace_bytes,
+                          cudaStream_t stream, bool atomic_dw) {
   using A = acc_t<T>;
   if (!shape_ok(rows, hidden)) return cudaErrorInvalidValue;
   if (dw == nullptr || !aligned_to_element(dw)) return cudaErrorInvalidValue;
@@ -1108,8 +1164,8 @@ cudaError_t backward(const T* x, const T* w, const T* dy, T* dx, T* dw, int64_t 
   if (!aligned_to_element(x) || !aligned_to_element(w) || !aligned_to_element(dy) ||
       !aligned_to_element(dx))
     return cudaErrorInvalidValue;
-  if (workspace == nullptr || workspace_bytes < backward_workspace_bytes(rows, hidden))
-    return cudaErrorInvalidValue;
+  const size_t needed = atomic_dw ? backward_atomic_dw_workspace_bytes(rows, hidden) : backward_workspace_bytes(rows, hidden);
+  if (workspace == nullptr || workspace_bytes < needed) return cudaErrorInvalidValue;
 
   // Workspace: [rstd: rows x A][pad to 256][partial: chunks x hidden x A], from a
   // 256-byte aligned base inside the caller's buffer.
@@ -1119,13 +1175,13 @@ cudaError_t backward(const T* x, const T* w, const T* dy, T* dx, T* dw, int64_t 
       (raw + static_cast<std::uintptr_t>(kWorkspaceAlign - 1)) & ~static_cast<std::uintptr_t>(kWorkspaceAlign - 1);
   A* rstd = reinterpret_cast<A*>(base + static_cast<std::uintptr_t>(layout.rstd_offset));
   A* partial = reinterpret_cast<A*>(base + static_cast<std::uintptr_t>(layout.partial_offset));
+  A* acc = atomic_dw ? reinterpret_cast<A*>(base + static_cast<std::uintptr_t>(round_up(layout.bytes, kWorkspaceAlign)))
+                     : nullptr;
 
   const int h = static_cast<int>(hidden);
   const A e = static_cast<A>(eps);
 
   const CachedConfig cfg = pick_cached_config(max_units_per_row(x, hidden), kBwdMaxK, kBwdTargetThreads);
-  const dim3 fin_block(kFinTx, kFinTy);
-  const dim3 fin_grid(static_cast<unsigned>(ceil_div(hidden, kFinTx)));
 
   // Fused path: every row has x's 16-byte phase (hidden % VEC == 0) and the row fits the
   // register cache of a block of <= kFusedMaxThreads threads. dx and the per-chunk dw
@@ -1150,8 +1206,7 @@ cudaError_t backward(const T* x, const T* w, const T* dy, T* dx, T* dw, int64_t 
           break;
       }
       if (err != cudaSuccess) return err;
-      rmsnorm_backward_dw_finalize_kernel<T><<<fin_grid, fin_block, 0, stream>>>(partial, dw, chunks, h);
-      return cudaGetLastError();
+      return finish_dw<T>(partial, dw, chunks, h, acc, stream);
     }
     switch (cfg.k) {
       case 1:
@@ -1169,8 +1224,7 @@ cudaError_t backward(const T* x, const T* w, const T* dy, T* dx, T* dw, int64_t 
     }
     err = cudaGetLastError();
     if (err != cudaSuccess) return err;
-    rmsnorm_backward_dw_finalize_kernel<T><<<fin_grid, fin_block, 0, stream>>>(partial, dw, chunks, h);
-    return cudaGetLastError();
+    return finish_dw<T>(partial, dw, chunks, h, acc, stream);
   }
 
   // Separate path (rows of varying 16-byte phase, or rows too long for the fused block).
@@ -1215,9 +1269,24 @@ cudaError_t backward(const T* x, const T* w, const T* dy, T* dx, T* dw, int64_t 
   err = cudaGetLastError();
   if (err != cudaSuccess) return err;
 
-  // 3. dw stage 2: fixed-order sum over chunks, round to T.
-  rmsnorm_backward_dw_finalize_kernel<T><<<fin_grid, fin_block, 0, stream>>>(partial, dw, chunks, h);
-  return cudaGetLastError();
+  // 3. dw stage 2: sum over chunks (fixed order, or atomics), round to T.
+  return finish_dw<T>(partial, dw, chunks, h, acc, stream);
+}
+
+}  // namespace
+
+template <typename T>
+cudaError_t backward(const T* x, const T* w, const T* dy, T* dx, T* dw, int64_t rows,
+                     int64_t hidden, double eps, void* workspace, size_t workspace_bytes,
+                     cudaStream_t stream) {
+  return backward_impl<T>(x, w, dy, dx, dw, rows, hidden, eps, workspace, workspace_bytes, stream, false);
+}
+
+template <typename T>
+cudaError_t backward_atomic_dw(const T* x, const T* w, const T* dy, T* dx, T* dw, int64_t rows,
+                               int64_t hidden, double eps, void* workspace, size_t workspace_bytes,
+                               cudaStream_t stream) {
+  return backward_impl<T>(x, w, dy, dx, dw, rows, hidden, eps, workspace, workspace_bytes, stream, true);
 }
 
 // -------------------------------------------------------------------------------------
@@ -1246,5 +1315,15 @@ template cudaError_t backward<__nv_bfloat16>(const __nv_bfloat16*, const __nv_bf
                                              const __nv_bfloat16*, __nv_bfloat16*,
                                              __nv_bfloat16*, int64_t, int64_t, double, void*,
                                              size_t, cudaStream_t);
+
+template cudaError_t backward_atomic_dw<float>(const float*, const float*, const float*, float*, float*, int64_t,
+                                               int64_t, double, void*, size_t, cudaStream_t);
+template cudaError_t backward_atomic_dw<double>(const double*, const double*, const double*, double*, double*,
+                                                int64_t, int64_t, double, void*, size_t, cudaStream_t);
+template cudaError_t backward_atomic_dw<__half>(const __half*, const __half*, const __half*, __half*, __half*,
+                                                int64_t, int64_t, double, void*, size_t, cudaStream_t);
+template cudaError_t backward_atomic_dw<__nv_bfloat16>(const __nv_bfloat16*, const __nv_bfloat16*,
+                                                       const __nv_bfloat16*, __nv_bfloat16*, __nv_bfloat16*,
+                                                       int64_t, int64_t, double, void*, size_t, cudaStream_t);
 
 }  // namespace numgate::rmsnorm

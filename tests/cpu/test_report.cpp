@@ -136,6 +136,11 @@ Report full_report() {
   a.tensors[0].worst_reference = -DBL_MIN;
   a.tensors[0].worst_target = DBL_TRUE_MIN;
   a.tensors[0].golden_scale = -0.0;
+  a.tensors[2].deterministic = false;  // a nondeterministic pass: 5 launches, 3 distinct results
+  a.tensors[2].launches = 5;
+  a.tensors[2].distinct_results = 3;
+  a.tensors[2].launch_spread = 1.1920928955078125e-07;
+  a.tensors[2].launch_spread_ulp = 2;
 
   CaseReport b = case_report("swiglu", "build/golden_data/swiglu_production.h5", "fp16_4x512x12288_seed5",
                              DType::fp16, {tensor("y", Verdict::inconclusive), tensor("da", Verdict::not_run)});
@@ -188,7 +193,7 @@ TEST(Report, RoundTripGivesAnEqualReport) {
   EXPECT_EQ(slurp(again + "/report.json"), slurp(dir + "/report.json"));
   // The schema version is the first key and an integer.
   const std::string text = slurp(dir + "/report.json");
-  EXPECT_EQ(text.rfind("{\n  \"schema_version\": 2,", 0), 0u) << text.substr(0, 80);
+  EXPECT_EQ(text.rfind("{\n  \"schema_version\": 3,", 0), 0u) << text.substr(0, 80);
 }
 
 TEST(Report, NonFiniteDoublesAreStoredAsStrings) {
@@ -234,7 +239,7 @@ TEST(Report, RandomDoublesRoundTripBitForBit) {
     GateResult t = tensor("t" + std::to_string(i), Verdict::pass);
     double* fields[] = {&t.golden_scale, &t.reference_error, &t.target_error, &t.rounding_floor,
                         &t.absolute_floor, &t.threshold, &t.reference_relative_error, &t.condition,
-                        &t.worst_golden, &t.worst_target};
+                        &t.worst_golden, &t.worst_target, &t.launch_spread};
     for (double* f : fields) {
       const std::uint64_t bits = rng();
       std::memcpy(f, &bits, sizeof bits);
@@ -333,7 +338,8 @@ TEST(Report, RefusesInvalidJson) {
 
 TEST(Report, RefusesASchemaVersionItDoesNotRead) {
   expect_refused("schema1", "/schema_version", "version 1 is not read", [](json& j) { j["schema_version"] = 1; });
-  expect_refused("schema3", "/schema_version", "version 3 is not read", [](json& j) { j["schema_version"] = 3; });
+  expect_refused("schema2", "/schema_version", "version 2 is not read", [](json& j) { j["schema_version"] = 2; });
+  expect_refused("schema4", "/schema_version", "version 4 is not read", [](json& j) { j["schema_version"] = 4; });
   expect_refused("schema0", "/schema_version", "version 0 is not read", [](json& j) { j["schema_version"] = 0; });
   expect_refused("schema_str", "/schema_version", "expected an integer", [](json& j) { j["schema_version"] = "2"; });
   expect_refused("schema_missing", "/schema_version", "missing", [](json& j) { j.erase("schema_version"); });

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <sys/resource.h>
 #include <cstring>
@@ -268,5 +269,84 @@ std::string first_bit_difference(const Tensor& a, const Tensor& b) {
   return {};
 }
 
+
+GatedLaunches gate_launches(const CaseData& c, const TargetPass& pass, const std::vector<std::string>& writes,
+                            const Precheck& precheck, const std::string& label) {
+  const int n = pass.deterministic ? 2 : kNondeterministicLaunches;
+  std::vector<PassRun> runs;
+  for (int i = 0; i < n; ++i) runs.push_back(run_pass(c, pass, writes, 0, i % 2 == 0 ? 0xFF : 0x55, precheck));
+  GatedLaunches out;
+  for (const PassRun& r : runs) out.problems.insert(out.problems.end(), r.problems.begin(), r.problems.end());
+  int differing = 0, max_distinct = 1;
+  for (const auto& t : writes) {
+    // Bitwise-distinct results, in launch order.
+    std::vector<const Tensor*> distinct;
+    for (const PassRun& r : runs) {
+      const Tensor& o = r.outputs.at(t);
+      if (std::none_of(distinct.begin(), distinct.end(), [&](const Tensor* d) { return d->bytes == o.bytes; }))
+        distinct.push_back(&o);
+    }
+    GateResult worst;
+    bool first = true;
+    for (const Tensor* d : distinct) {
+      GateResult g;
+      {
+        ScopedTime timed(timings().gate);
+        g = evaluate_gate(t, c.spec, c.golden.at(t), c.reference.at(t), d);
+      }
+      const bool worse = first || combine(worst.verdict, g.verdict) != worst.verdict ||
+                         (g.verdict == worst.verdict && g.target_error > worst.target_error);
+      if (worse) worst = g;
+      first = false;
+    }
+    // The largest difference between two launches, over the elements finite in every launch.
+    double spread = 0;
+    std::int64_t spread_ulp = 0;
+    if (distinct.size() > 1) {
+      const std::size_t numel = distinct.front()->numel();
+      for (std::size_t i = 0; i < numel; ++i) {
+        double lo = distinct.front()->get(i), hi = lo;
+        bool finite = std::isfinite(lo);
+        for (const Tensor* d : distinct) {
+          const double v = d->get(i);
+          finite = finite && std::isfinite(v);
+          lo = std::min(lo, v);
+          hi = std::max(hi, v);
+        }
+        if (!finite || hi - lo <= spread) continue;
+        spread = hi - lo;
+        spread_ulp = ulp_distance(lo, hi, c.spec.dtype);
+      }
+      ++differing;
+      if (pass.deterministic) {
+        worst.verdict = Verdict::fail;  // unwritten or racy: never a pass
+        out.failures.push_back("tensor " + t + ": two launches differ bitwise (element never written, or a race): " +
+                               first_bit_difference(runs[0].outputs.at(t), runs[1].outputs.at(t)));
+      }
+    }
+    max_distinct = std::max<int>(max_distinct, static_cast<int>(distinct.size()));
+    worst.deterministic = pass.deterministic;
+    worst.launches = n;
+    worst.distinct_results = static_cast<int>(distinct.size());
+    worst.launch_spread = spread;
+    worst.launch_spread_ulp = spread_ulp;
+    if (!out.problems.empty()) worst.verdict = Verdict::fail;  // out-of-bounds or modified input
+    out.results[t] = worst;
+  }
+  std::string launches;  // what the launches showed, said as it is
+  if (pass.deterministic && differing == 0)
+    launches = ", bitwise identical across 2 launches (NaN / 0x55 poison)";
+  else if (pass.deterministic)
+    launches = ", NOT reproducible: " + std::to_string(differing) +
+               " tensor(s) differ bitwise between 2 launches of a pass declared deterministic (an unwritten "
+               "element or a race): FAIL";
+  else
+    launches = ", declared nondeterministic: " + std::to_string(n) + " launches (NaN / 0x55 poison alternating), " +
+               std::to_string(differing) + " of " + std::to_string(writes.size()) +
+               " tensor(s) differ between launches (at most " + std::to_string(max_distinct) +
+               " distinct results), every distinct result gated";
+  out.note = label + (out.problems.empty() ? ": guard bands and inputs intact" : ": MEMORY PROBLEMS") + launches;
+  return out;
+}
 
 }  // namespace numgate::testing

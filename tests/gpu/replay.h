@@ -109,6 +109,25 @@ PassRun run_pass(const CaseData& c, const TargetPass& pass, const std::vector<st
                  std::size_t offset_elems, unsigned char poison, const Precheck& precheck = {});
 /// Empty when bitwise equal; else the first differing element with both values.
 std::string first_bit_difference(const Tensor& a, const Tensor& b);
+
+/// What launching one pass several times showed (SPEC §5), every launch gated.
+struct GatedLaunches {
+  /// Per tensor the pass writes: the gate of the worst of its bitwise-distinct results
+  /// (every one gated), with launches, distinct_results and launch_spread(_ulp) set. FAIL
+  /// when a deterministic pass gave two distinct results or any launch had a memory problem.
+  std::map<std::string, GateResult> results;
+  std::vector<std::string> problems;  ///< memory problems of any launch (guard bands, modified inputs)
+  std::vector<std::string> failures;  ///< bitwise differences of a pass declared deterministic
+  std::string note;                   ///< "Backward: guard bands and inputs intact, bitwise identical across 2 launches ..."
+};
+/// Launches `pass` on the whole case, aligned: a deterministic pass twice (NaN, then 0x55
+/// poison) and requires the two bitwise equal (an unwritten element or a race otherwise);
+/// a nondeterministic one kNondeterministicLaunches times (poison alternating NaN / 0x55),
+/// gates every distinct result and reports their number and the largest difference between
+/// launches. `label` begins the note (the pass, and the variant if any). Throws what
+/// run_pass throws.
+GatedLaunches gate_launches(const CaseData& c, const TargetPass& pass, const std::vector<std::string>& writes,
+                            const Precheck& precheck, const std::string& label);
 /// The zero tensor an output of the case is downloaded into.
 Tensor output_like(const CaseData& c, const std::string& t);
 

@@ -80,7 +80,9 @@ bool large(const ReplayCase& rc) {
 class Replay : public ::testing::Test {
  public:
   enum class Kind { pass, misaligned, rows_alone };
-  Replay(ReplayCase rc, Kind kind, std::string pass) : rc_(std::move(rc)), kind_(kind), pass_(std::move(pass)) {}
+  /// `variant`: empty for the op's main target, else the TargetOp::variant replayed (Kind::pass only).
+  Replay(ReplayCase rc, Kind kind, std::string pass, std::string variant = {})
+      : rc_(std::move(rc)), kind_(kind), pass_(std::move(pass)), variant_(std::move(variant)) {}
 
   void SetUp() override {
     if (config().have_device) return;  // a stale or unreadable case then fails where it is loaded
@@ -100,9 +102,15 @@ class Replay : public ::testing::Test {
   ReplayCase rc_;
   Kind kind_;
   std::string pass_;
+  std::string variant_;
 
   const OpDescriptor& desc() const { return find_op(rc_.op).descriptor(); }
-  const TargetOp& target() const { return find_target(rc_.op); }
+  const TargetOp& target() const {
+    if (variant_.empty()) return find_target(rc_.op);
+    for (const TargetOp* v : variants_of(rc_.op))
+      if (v->variant == variant_) return *v;
+    throw std::logic_error("no variant " + variant_ + " of op " + rc_.op);
+  }
 
   // Records FAIL rows for `outputs` when a replay could not complete (a launch error, an
   // illegal address, a stale or unreadable fixture, a refused precheck): a crash is never
@@ -131,56 +139,32 @@ class Replay : public ::testing::Test {
     return evaluate_gate(t, c.spec, c.golden.at(t), c.reference.at(t), &out);
   }
 
-  // Two launches (NaN then 0x55 poison), reproducibility, memory safety, then the gate. A
-  // pass declared nondeterministic is gated on both launches and its bitwise difference
-  // is reported, not failed (an unwritten element still fails: it keeps NaN poison in one
-  // launch and finite garbage in the other, and both are gated).
+  // The launches of one pass (numgate::testing::gate_launches): a deterministic pass twice
+  // (NaN then 0x55 poison) and bitwise equal, a nondeterministic one
+  // kNondeterministicLaunches times with every distinct result gated; memory safety; the
+  // gate. A variant's rows are "<tensor> [<variant>]".
   void replay_pass() {
     const PassDecl& decl = desc().pass(pass_);
-    const TargetPass& pass = target().pass(pass_);
+    const std::string suffix = variant_.empty() ? "" : " [" + variant_ + "]";
     try {
+      const TargetPass& pass = target().pass(pass_);
       const auto held = load(rc_);
       const CaseData& c = *held;
-      const PassRun a = run_pass(c, pass, decl.writes, 0, 0xFF, target().precheck),
-                    b = run_pass(c, pass, decl.writes, 0, 0x55, target().precheck);
+      const GatedLaunches g = gate_launches(c, pass, decl.writes, target().precheck, pass_ + suffix);
       CaseReport& rep = report_for(rc_, c);
-      std::vector<std::string> problems = a.problems;
-      problems.insert(problems.end(), b.problems.begin(), b.problems.end());
-      for (const auto& p : problems) ADD_FAILURE() << c.spec.name << " " << pass_ << ": " << p;
-      int differing = 0;
+      for (const auto& p : g.problems) ADD_FAILURE() << c.spec.name << " " << pass_ << suffix << ": " << p;
+      for (const auto& f : g.failures) ADD_FAILURE() << c.spec.name << " " << pass_ << suffix << ", " << f;
       for (const auto& t : decl.writes) {
-        GateResult r = gate(c, t, a.outputs.at(t));
-        const std::string diff = first_bit_difference(a.outputs.at(t), b.outputs.at(t));
-        if (!diff.empty()) {
-          ++differing;
-          if (decl.deterministic) {
-            r.verdict = Verdict::fail;  // unwritten or racy: never a pass
-            ADD_FAILURE() << c.spec.name << ", tensor " << t << ": two launches differ bitwise (element never "
-                          << "written, or a race): " << diff;
-          } else {
-            r.verdict = combine(r.verdict, gate(c, t, b.outputs.at(t)).verdict);
-          }
-        }
-        if (!problems.empty()) r.verdict = Verdict::fail;  // out-of-bounds or modified input
+        GateResult r = g.results.at(t);
+        r.tensor = t + suffix;
         rep.tensors.push_back(r);
         EXPECT_TRUE(gated(r, c.spec));
       }
-      std::string launches;  // what the two launches showed, said as it is
-      if (differing == 0)
-        launches = ", bitwise identical across 2 launches (NaN / 0x55 poison)";
-      else if (decl.deterministic)
-        launches = ", NOT reproducible: " + std::to_string(differing) +
-                   " tensor(s) differ bitwise between 2 launches of a pass declared deterministic (an unwritten "
-                   "element or a race): FAIL";
-      else
-        launches = ", declared nondeterministic: " + std::to_string(differing) +
-                   " tensor(s) differ bitwise between 2 launches, each launch gated";
-      rep.notes.push_back(pass_ + (problems.empty() ? ": guard bands and inputs intact" : ": MEMORY PROBLEMS") +
-                          launches);
+      rep.notes.push_back(g.note);
     } catch (const std::exception& e) {
-      record_error("", decl.writes, e.what());
+      record_error(suffix, decl.writes, e.what());
     } catch (...) {
-      record_error("", decl.writes, "unknown exception");
+      record_error(suffix, decl.writes, "unknown exception");
     }
   }
 
@@ -315,16 +299,22 @@ class Replay : public ::testing::Test {
 };
 
 // Registers the replay tests of every selected case, case by case:
-//   <op>/Replay.<Pass>/<case>, <op>/Replay.Misaligned/<case>, <op>/Replay.RowsIndependent/<case>
+//   <op>/Replay.<Pass>/<case>, <op>/Replay.Misaligned/<case>, <op>/Replay.RowsIndependent/<case>,
+//   <op>/Replay.<Pass>_<variant>/<case> for every pass of every variant of the op
 // (cases above 2^22 elements get no Misaligned / RowsIndependent test: aligned only).
 void register_replay_tests() {
   for (const ReplayCase& rc : all_cases()) {
     const std::string suite = rc.op + "/Replay";
-    auto add = [&](const std::string& test, Replay::Kind kind, const std::string& pass) {
+    auto add = [&](const std::string& test, Replay::Kind kind, const std::string& pass,
+                   const std::string& variant = {}) {
       ::testing::RegisterTest(suite.c_str(), (test + "/" + rc.name).c_str(), nullptr, nullptr, __FILE__, __LINE__,
-                              [rc, kind, pass]() -> ::testing::Test* { return new Replay(rc, kind, pass); });
+                              [rc, kind, pass, variant]() -> ::testing::Test* {
+                                return new Replay(rc, kind, pass, variant);
+                              });
     };
     for (const PassDecl& p : find_op(rc.op).descriptor().passes) add(p.name, Replay::Kind::pass, p.name);
+    for (const TargetOp* v : variants_of(rc.op))
+      for (const TargetPass& p : v->passes) add(p.name + "_" + v->variant, Replay::Kind::pass, p.name, v->variant);
     if (!large(rc)) {
       add("Misaligned", Replay::Kind::misaligned, "");
       add("RowsIndependent", Replay::Kind::rows_alone, "");
@@ -415,7 +405,12 @@ Report assemble_report() {
       // Every gated tensor must have a row: one a pass never reached reads NOT RUN.
       CaseReport cr = it->second;
       try {
-        for (const auto& t : read_case_attributes(rc.file, rc.name).output_names) {
+        std::vector<std::string> expected = read_case_attributes(rc.file, rc.name).output_names;
+        for (const TargetOp* v : variants_of(rc.op))
+          for (const TargetPass& p : v->passes)
+            for (const auto& t : find_op(rc.op).descriptor().pass(p.name).writes)
+              expected.push_back(t + " [" + v->variant + "]");
+        for (const auto& t : expected) {
           const bool seen = std::any_of(cr.tensors.begin(), cr.tensors.end(),
                                         [&](const GateResult& g) { return g.tensor == t; });
           if (!seen) {
@@ -453,6 +448,10 @@ Report assemble_report() {
     rep.not_run.push_back("production shapes: no *_production.h5 in the fixture folders (generated by "
                           "`numgate-generate --set production` only where a CUDA device is present)");
   rep.not_run.push_back("shapes of more than 2^22 elements: replayed aligned only (no misaligned or row-by-row replay)");
+  for (const auto& t : all_targets())
+    if (!t.variant.empty() && selected(t.op))
+      rep.not_run.push_back("variant " + t.label() + ": replayed aligned on every case (no misaligned or row-by-row "
+                            "replay; gate 1 differentiates the main target only)");
   for (const auto& op : all_ops()) {
     if (!selected(op->name())) continue;
     for (const char* impl : {kGate1Golden, kGate1Target}) {

@@ -1,7 +1,9 @@
 // The replay can fail: deliberately broken forward kernels (tests/gpu/mutants/
 // rmsnorm_mutants.cu) are run through the same test bed on committed cases chosen to
 // expose them, and each must be caught — by the poison / two-launch check, the guard
-// bands, or the numeric gate.
+// bands, or the numeric gate. Broken atomics-based weight gradients go through the
+// nondeterministic path (gate_launches: kNondeterministicLaunches launches, every
+// distinct result gated) and must be caught there, while their unbroken control passes.
 #include <gtest/gtest.h>
 
 #include <iostream>
@@ -9,6 +11,7 @@
 #include "numgate/gate.h"
 #include "replay.h"
 #include "mutants/rmsnorm_mutants.h"
+#include "rmsnorm/rmsnorm.cuh"
 
 namespace numgate::testing {
 namespace {
@@ -97,6 +100,83 @@ TEST_F(ReplayMutants, UnbrokenSerialKernelIsNotCaught) {
                            "bf16_8x5120_near_zero_variance_seed13"}) {
     const Caught k = replay_mutant(*committed(name), Kind::none);
     EXPECT_FALSE(k.any()) << name << ":\n" << k.detail;
+  }
+}
+
+// ---- the nondeterministic path ----------------------------------------------------------
+
+using rmsnorm::mutant::AtomicKind;
+
+// Backward as a pass declared nondeterministic: the real kernels write dx and dw, then the
+// atomics mutant overwrites dw (its accumulator after the real backward's workspace).
+TargetPass atomic_dw_pass(AtomicKind kind) {
+  TargetPass p;
+  p.name = std::string("Backward atomic mutant ") + rmsnorm::mutant::name(kind);
+  p.deterministic = false;
+  auto real_bytes = [](const CaseSpec& c) {
+    const std::size_t b = rmsnorm::backward_workspace_bytes(rows_of(c.shape), hidden_of(c));
+    return (b + 255) / 256 * 256;
+  };
+  p.workspace_bytes = [real_bytes](const CaseSpec& c) {
+    return real_bytes(c) + rmsnorm::mutant::atomic_workspace_bytes(hidden_of(c));
+  };
+  p.launch = [kind, real_bytes](const Launch& l) {
+    const RowShape sh = launched_rows(l);
+    const double eps = l.spec.param("eps");
+    char* ws = static_cast<char*>(l.workspace);
+    auto run = [&](auto tag) {
+      using T = decltype(tag);
+      cudaError_t e = rmsnorm::backward<T>(l.ptr<const T>("x"), l.ptr<const T>("w"), l.ptr<const T>("dy"),
+                                           l.ptr<T>("dx"), l.ptr<T>("dw"), sh.rows, sh.hidden, eps, ws,
+                                           real_bytes(l.spec), l.stream);
+      if (e != cudaSuccess) return e;
+      return rmsnorm::mutant::backward_dw_atomic<T>(kind, l.ptr<const T>("x"), l.ptr<const T>("dy"), l.ptr<T>("dw"),
+                                                    sh.rows, sh.hidden, eps, ws + real_bytes(l.spec), l.stream);
+    };
+    if (l.spec.dtype == DType::bf16) return run(__nv_bfloat16{});
+    if (l.spec.dtype == DType::fp32) return run(float{});
+    return cudaErrorInvalidValue;
+  };
+  return p;
+}
+
+class NondeterministicMutants : public ReplayMutants {
+ protected:
+  GatedLaunches replay(AtomicKind kind, const std::string& case_name) {
+    const auto c = committed(case_name);
+    const GatedLaunches g = gate_launches(*c, atomic_dw_pass(kind), {"dx", "dw"}, {}, "Backward");
+    const GateResult& dw = g.results.at("dw");
+    std::cout << "[ atomics mutant " << rmsnorm::mutant::name(kind) << " ] " << case_name << ": dw "
+              << verdict_name(dw.verdict) << ", " << dw.launches << " launches, " << dw.distinct_results
+              << " distinct, spread " << dw.launch_spread << " (" << dw.launch_spread_ulp << " ULP), misrounded "
+              << dw.target_misrounded << " of " << dw.decidable << " decidable\n";
+    EXPECT_EQ(dw.launches, kNondeterministicLaunches);
+    EXPECT_FALSE(dw.deterministic);
+    EXPECT_EQ(g.results.at("dx").verdict, Verdict::pass) << describe(g.results.at("dx"), c->spec);
+    EXPECT_TRUE(g.problems.empty());
+    EXPECT_TRUE(g.failures.empty());  // differing launches are no failure of a nondeterministic pass
+    return g;
+  }
+};
+
+TEST_F(NondeterministicMutants, AtomicsInTheOutputDtypeAreCaught) {
+  // 8 rows: each dw element is 8 additions rounded to bf16 instead of one rounding.
+  const GatedLaunches g = replay(AtomicKind::output_dtype_atomics, "bf16_8x4096_seed7");
+  const GateResult& dw = g.results.at("dw");
+  EXPECT_EQ(dw.verdict, Verdict::fail) << describe(dw, committed("bf16_8x4096_seed7")->spec);
+  EXPECT_GT(dw.target_misrounded, 0);
+}
+TEST_F(NondeterministicMutants, LostUpdatesAreCaught) {
+  // 48 blocks add to the same 256 columns at once: a plain read-modify-write loses terms.
+  const GatedLaunches g = replay(AtomicKind::lost_update, "bf16_8x6x256_seed5");
+  EXPECT_EQ(g.results.at("dw").verdict, Verdict::fail);
+}
+TEST_F(NondeterministicMutants, FP32AtomicsPassEveryLaunch) {
+  // Control: the same kernel with FP32 atomics is a legitimate evaluation in every launch,
+  // on the cases the mutants were caught on.
+  for (const char* name : {"bf16_8x4096_seed7", "bf16_8x6x256_seed5"}) {
+    const GatedLaunches g = replay(AtomicKind::none, name);
+    EXPECT_EQ(g.results.at("dw").verdict, Verdict::pass) << describe(g.results.at("dw"), committed(name)->spec);
   }
 }
 
