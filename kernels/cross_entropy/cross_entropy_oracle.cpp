@@ -77,6 +77,7 @@ const char* mutant_name(Mutant m) {
     case Mutant::mean_over_all_tokens: return "mean_over_all_tokens";
     case Mutant::no_max_shift: return "no_max_shift";
     case Mutant::softcap_no_derivative: return "softcap_no_derivative";
+    case Mutant::probs_in_logits_dtype: return "probs_in_logits_dtype";
   }
   return "?";
 }
@@ -329,7 +330,8 @@ std::map<std::string, Tensor> reference_variant(const CaseSpec& c, const std::ma
         dx.set(base + j, 0.0);
         continue;
       }
-      const float p = (no_shift ? std::exp(s[j]) : std::exp(s[j] - m)) / S;
+      float p = (no_shift ? std::exp(s[j]) : std::exp(s[j] - m)) / S;
+      if (mu == Mutant::probs_in_logits_dtype) p = static_cast<float>(round_to_dtype(p, c.dtype));
       float d;
       if (smooth_only) {
         d = ef * (p - 1.0f / Vf);

@@ -99,6 +99,7 @@ enum class Mutant {
   mean_over_all_tokens,       ///< (b) mean divides by tokens instead of the non-ignored count
   no_max_shift,               ///< (c) S = sum exp(s_j), lse = log S: no max subtracted (overflow)
   softcap_no_derivative,      ///< (d) backward forgets the soft-cap derivative 1 - tanh^2
+  probs_in_logits_dtype,      ///< (e) backward: the softmax p rounded to the logits dtype before p - onehot
 };
 const char* mutant_name(Mutant m);
 

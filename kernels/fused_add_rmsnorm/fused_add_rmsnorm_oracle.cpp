@@ -23,6 +23,8 @@ const char* mutant_name(Mutant m) {
     case Mutant::variance_from_rounded_residual: return "variance_from_rounded_residual";
     case Mutant::residual_grad_dropped: return "residual_grad_dropped";
     case Mutant::residual_out_toward_zero: return "residual_out_toward_zero";
+    case Mutant::eps_outside_sqrt: return "eps_outside_sqrt";
+    case Mutant::bf16_sum_of_squares: return "bf16_sum_of_squares";
   }
   return "?";
 }
@@ -152,22 +154,6 @@ std::map<std::string, GoldenTensor> FusedAddRMSNormOp::golden(const CaseSpec& c,
   return {{"residual_out", ro}, {"y", y}, {"dx", dx}, {"dw", dw}};
 }
 
-namespace {
-/// v (the exact sum, in double) rounded toward zero to dtype t: round to nearest, then one
-/// step toward zero where that went away from zero (a finite sum never becomes Inf).
-double toward_zero(double v, DType t) {
-  const double r = round_to_dtype(v, t);
-  if (std::isnan(v) || std::isinf(v) || std::fabs(r) <= std::fabs(v)) return r;
-  switch (t) {
-    case DType::bf16: return bf16_value(static_cast<std::uint16_t>(bf16_bits(r) - 1));
-    case DType::fp16: return fp16_value(static_cast<std::uint16_t>(fp16_bits(r) - 1));
-    case DType::fp32: return fp32_value(fp32_bits(r) - 1);
-    case DType::fp64: return std::nextafter(r, 0.0);
-  }
-  return r;
-}
-}  // namespace
-
 std::map<std::string, Tensor> reference_variant(const CaseSpec& c, const std::map<std::string, Tensor>& in,
                                                 Mutant m) {
   const RowShape d = dims_of(c);
@@ -184,13 +170,13 @@ std::map<std::string, Tensor> reference_variant(const CaseSpec& c, const std::ma
       h[i] = static_cast<float>(x.get(base + i)) + static_cast<float>(res.get(base + i));
       ro.set(base + i, h[i]);  // one rounding FP32 -> dtype
       if (m == Mutant::residual_out_toward_zero)
-        ro.set(base + i, toward_zero(x.get(base + i) + res.get(base + i), c.dtype));
+        ro.set(base + i, round_toward_zero(x.get(base + i) + res.get(base + i), c.dtype));
       const float hv = m == Mutant::variance_from_rounded_residual ? static_cast<float>(ro.get(base + i)) : h[i];
       const float gi = static_cast<float>(dy.get(base + i)) * static_cast<float>(w.get(i));
-      ss = ss + hv * hv;
+      ss = m == Mutant::bf16_sum_of_squares ? static_cast<float>(round_to_dtype(ss + hv * hv, DType::bf16)) : ss + hv * hv;
       gh = gh + gi * h[i];
     }
-    const float rstd = 1.0f / std::sqrt(ss / n + eps);
+    const float rstd = m == Mutant::eps_outside_sqrt ? 1.0f / (std::sqrt(ss / n) + eps) : 1.0f / std::sqrt(ss / n + eps);
     const float mgh = gh / n;
     for (std::int64_t i = 0; i < d.hidden; ++i) {
       const float wi = static_cast<float>(w.get(i));

@@ -45,6 +45,8 @@ enum class Mutant {
   variance_from_rounded_residual,  ///< ss = sum dtype(h)^2: variance from residual_out (cast timing)
   residual_grad_dropped,           ///< dx without + d_residual_out (the residual branch's gradient lost)
   residual_out_toward_zero,        ///< residual_out = the exact sum rounded toward zero (wrong rounding mode)
+  eps_outside_sqrt,                ///< rstd = 1 / (sqrt(mean h^2) + eps)  (epsilon placement)
+  bf16_sum_of_squares,             ///< sum of h^2 accumulated in bf16 (low-precision accumulator)
 };
 const char* mutant_name(Mutant m);
 

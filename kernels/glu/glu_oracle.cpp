@@ -190,6 +190,7 @@ void reference_loop(Act f, const Tensor& a, const Tensor& b, const Tensor& dy, T
     } else {
       act = r_act<C>(f, av, wrong);
       dact = r_dact<C>(f, av, wrong);
+      if (m == Mutant::activation_in_bf16) act = static_cast<C>(bf16r(act));
     }
     y.set(i, static_cast<double>(act * bv));
     da.set(i, static_cast<double>((dyv * bv) * dact));
@@ -352,6 +353,7 @@ const char* mutant_name(Mutant m) {
     case Mutant::sigmoid_in_bf16: return "sigmoid_in_bf16";
     case Mutant::dsilu_missing_factor: return "dsilu_missing_factor";
     case Mutant::wrong_gelu_variant: return "wrong_gelu_variant";
+    case Mutant::activation_in_bf16: return "activation_in_bf16";
   }
   return "?";
 }

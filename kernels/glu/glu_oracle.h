@@ -49,6 +49,7 @@ enum class Mutant {
   sigmoid_in_bf16,        ///< SwiGLU: sigmoid (and 1 - sigmoid) rounded to bf16 (low-precision intermediate)
   dsilu_missing_factor,   ///< SwiGLU: da = dy * b * s, the (1 + a (1 - s)) factor dropped (wrong backward math)
   wrong_gelu_variant,     ///< GeGLU: the other GELU variant than the declared one (tanh for erf and vice versa)
+  activation_in_bf16,     ///< act(a) held in bf16 before the products y = act * b, db = dy * act
 };
 const char* mutant_name(Mutant m);
 

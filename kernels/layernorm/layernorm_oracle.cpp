@@ -27,6 +27,8 @@ const char* mutant_name(Mutant m) {
     case Mutant::none: return "none";
     case Mutant::padded_lanes: return "padded_lanes";
     case Mutant::naive_variance: return "naive_variance";
+    case Mutant::eps_outside_sqrt: return "eps_outside_sqrt";
+    case Mutant::mean_in_bf16: return "mean_in_bf16";
   }
   return "?";
 }
@@ -199,6 +201,7 @@ std::map<std::string, Tensor> reference_variant(const CaseSpec& c, const std::ma
       float s = 0.0f;
       for (std::int64_t i = 0; i < d.hidden; ++i) s = s + xv(i);
       mean = s / n;
+      if (m == Mutant::mean_in_bf16) mean = static_cast<float>(round_to_dtype(mean, DType::bf16));
       float q = 0.0f;
       for (std::int64_t i = 0; i < d.hidden; ++i) {
         const float di = xv(i) - mean;
@@ -206,7 +209,7 @@ std::map<std::string, Tensor> reference_variant(const CaseSpec& c, const std::ma
       }
       var = q / n;
     }
-    const float rstd = 1.0f / std::sqrt(var + eps);
+    const float rstd = m == Mutant::eps_outside_sqrt ? 1.0f / (std::sqrt(var) + eps) : 1.0f / std::sqrt(var + eps);
     float sg = 0.0f, sgd = 0.0f;
     for (std::int64_t i = 0; i < d.hidden; ++i) {
       const float gi = static_cast<float>(dy.get(base + i)) * static_cast<float>(w.get(i));

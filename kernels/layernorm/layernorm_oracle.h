@@ -47,6 +47,8 @@ enum class Mutant {
   padded_lanes,      ///< (a) each row zero-padded to a multiple of 8 elements (one 16-byte bf16
                      ///<     vector) and the padding counted in the mean and the variance
   naive_variance,    ///< (b) var = E[x^2] - E[x]^2 in FP32 (one pass, catastrophic cancellation)
+  eps_outside_sqrt,  ///< (c) rstd = 1 / (sqrt(var) + eps)       (epsilon placement)
+  mean_in_bf16,      ///< (d) the row mean rounded to bf16 before centering (low-precision intermediate)
 };
 const char* mutant_name(Mutant m);
 

@@ -23,6 +23,8 @@ const char* mutant_name(Mutant m) {
     case Mutant::none: return "none";
     case Mutant::one_plus_w_in_weight_dtype: return "one_plus_w_in_weight_dtype";
     case Mutant::offset_dropped: return "offset_dropped";
+    case Mutant::eps_outside_sqrt: return "eps_outside_sqrt";
+    case Mutant::bf16_sum_of_squares: return "bf16_sum_of_squares";
   }
   return "?";
 }
@@ -103,7 +105,10 @@ std::map<std::string, Tensor> reference_variant(const CaseSpec& c, const std::ma
               : m == Mutant::offset_dropped           ? wi
                                                       : sum);
   }
-  return rmsnorm::reference_variant(c, {{"x", in.at("x")}, {"w", wp}, {"dy", in.at("dy")}}, rmsnorm::Mutant::none);
+  return rmsnorm::reference_variant(c, {{"x", in.at("x")}, {"w", wp}, {"dy", in.at("dy")}},
+                                    m == Mutant::eps_outside_sqrt      ? rmsnorm::Mutant::eps_outside_sqrt
+                                    : m == Mutant::bf16_sum_of_squares ? rmsnorm::Mutant::bf16_sum_of_squares
+                                                                       : rmsnorm::Mutant::none);
 }
 
 

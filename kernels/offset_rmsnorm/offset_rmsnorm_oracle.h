@@ -40,6 +40,8 @@ enum class Mutant {
   none,                       ///< the correct reference
   one_plus_w_in_weight_dtype, ///< wp = dtype(1 + w): the offset added in the weight dtype (cast timing)
   offset_dropped,             ///< wp = w: plain RMSNorm weight semantics (zero-centred weight ignored)
+  eps_outside_sqrt,           ///< r = 1 / (sqrt(mean x^2) + eps)  (epsilon placement; RMSNorm's mutant)
+  bf16_sum_of_squares,        ///< sum of x^2 accumulated in bf16 (RMSNorm's mutant)
 };
 const char* mutant_name(Mutant m);
 

@@ -117,6 +117,7 @@ Tensor forward_reference(const CaseSpec& c, const Tensor& x, const Tensor& mask,
     for (std::int64_t j = 0; j < d.k_len; ++j) {
       if (!rm.keep[j]) continue;
       e[j] = mu == Mutant::no_max_subtraction ? std::exp(z[j]) : std::exp(z[j] - m);
+      if (mu == Mutant::exp_in_output_dtype) e[j] = static_cast<float>(round_to_dtype(e[j], c.dtype));
       s = s + e[j];
     }
     for (std::int64_t j = 0; j < d.k_len; ++j) {
@@ -142,6 +143,7 @@ const char* mutant_name(Mutant m) {
     case Mutant::scale_after_softmax: return "scale_after_softmax";
     case Mutant::causal_top_left: return "causal_top_left";
     case Mutant::dx_missing_scale: return "dx_missing_scale";
+    case Mutant::exp_in_output_dtype: return "exp_in_output_dtype";
   }
   return "?";
 }

@@ -73,6 +73,7 @@ enum class Mutant {
   scale_after_softmax,  ///< (c) y = scale * softmax(x + mask): the scale applied after the softmax
   causal_top_left,      ///< (d) causal alignment top-left (j <= i) instead of bottom-right
   dx_missing_scale,     ///< (e) backward forgets the scale: dx = y * (dy - dot)
+  exp_in_output_dtype,  ///< (f) exp(z - max) stored in the output dtype before the sum and the division
 };
 const char* mutant_name(Mutant m);
 

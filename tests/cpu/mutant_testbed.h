@@ -58,20 +58,14 @@ inline std::vector<CaseData> committed_cases_of(const std::string& op) {
 }
 
 /// Generated cases up to this many elements (case shape) are materialized in memory by
-/// the CPU tests (151,936 x 2 cross-entropy logits included).
-inline constexpr std::size_t kSmallGeneratedElements = 400000;
+/// the CPU tests (numgate/op.h).
+inline constexpr std::size_t kSmallGeneratedElements = kSmallGeneratedCaseElements;
 
 /// The generated cases of `op` (declared with production = true, so never committed) of at
-/// most `max_elements` elements in the case shape, materialized in memory exactly as the
-/// generator writes them: cheap on the CPU, so their oracles and mutants are checked in CI
-/// too, not only where a GPU generates them.
+/// most `max_elements` elements in the case shape, materialized in memory
+/// (numgate::materialize_small_generated).
 inline std::vector<CaseData> small_generated_cases_of(const std::string& op, std::size_t max_elements) {
-  std::vector<CaseData> v;
-  const Op& o = find_op(op);
-  for (const CaseSpec& s : o.cases()) {
-    if (s.production && static_cast<std::size_t>(numel(s.shape)) <= max_elements) v.push_back(materialize(o, s));
-  }
-  return v;
+  return materialize_small_generated(find_op(op), max_elements);
 }
 
 /// A deliberately broken reference and the cases built to expose it.

@@ -15,6 +15,8 @@
 #include "device_buffer.h"
 #include "numgate/fixture_file.h"
 #include "numgate/gate.h"
+#include "mutation_matrix.h"
+#include <gtest/gtest.h>
 
 namespace numgate::testing {
 
@@ -269,6 +271,73 @@ std::string first_bit_difference(const Tensor& a, const Tensor& b) {
   return {};
 }
 
+
+// ---- the mutation matrix -------------------------------------------------------------------
+
+std::map<std::string, MatrixOutcome>& matrix_outcomes() {
+  static std::map<std::string, MatrixOutcome> m;
+  return m;
+}
+
+void record_matrix_outcome(bool ok, const std::string& detail) {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  if (!info) return;
+  MatrixOutcome& o = matrix_outcomes()[std::string(info->test_suite_name()) + "." + info->name()];
+  o.ok = o.ok && ok;
+  if (!detail.empty()) o.detail += (o.detail.empty() ? "" : "; ") + detail;
+}
+
+std::vector<MatrixRow> matrix_rows() {
+  using namespace numgate::matrix;
+  std::vector<MatrixRow> rows;
+  for (const auto& op : all_ops()) {
+    // The ops of this report: selected, with a fixture case in the folders.
+    if (!selected(op->name()) || cases_of(op->name()).empty()) continue;
+    std::vector<CaseData> cases;  // committed fixture cases, then the small generated ones
+    bool loaded = false;
+    for (Class cls : kClasses) {
+      for (const Entry& e : entries()) {
+        if (e.op != op->name() || e.cls != cls) continue;
+        MatrixRow row{e.op, class_name(cls), e.mutant, e.where == Where::cpu ? "CPU" : "GPU", check_name(e.check), "", ""};
+        if (e.where == Where::cpu && e.outputs) {
+          if (!loaded) {
+            try {
+              for (const ReplayCase& rc : cases_of(e.op))
+                if (!rc.production) cases.push_back(read_case(rc.file, rc.name));
+              for (auto& c : materialize_small_generated(*op, kSmallGeneratedCaseElements)) cases.push_back(std::move(c));
+            } catch (const std::exception& ex) {
+              row.detail = std::string("cases could not be read: ") + ex.what();
+            }
+            loaded = true;
+          }
+          const Outcome o = run_cpu_entry(e, cases);
+          row.status = o.caught ? kMatrixCaught : kMatrixNotCaught;
+          row.detail = (row.detail.empty() ? "" : row.detail + "; ") + "FAIL on " + std::to_string(o.failed) + " of " +
+                       std::to_string(o.cases) + " cases; " + o.detail;
+        } else if (e.where == Where::cpu) {
+          row.status = kMatrixNotRun;
+          row.detail = "proven by " + e.proof + " (cpu.unit)";
+        } else {
+          const auto it = matrix_outcomes().find(e.proof);
+          if (it == matrix_outcomes().end()) {
+            row.status = kMatrixNotRun;
+            row.detail = e.proof + " did not run (" +
+                         (config().have_device ? std::string("filtered out") : config().no_device_reason) + ")";
+          } else {
+            const bool legit = e.check == Check::passes;
+            row.status = it->second.ok ? (legit ? kMatrixPasses : kMatrixCaught) : (legit ? kMatrixFalseFail : kMatrixNotCaught);
+            row.detail = e.proof + ": " + it->second.detail;
+          }
+        }
+        rows.push_back(std::move(row));
+      }
+      for (const Reason& r : reasons())
+        if (r.op == op->name() && r.cls == cls)
+          rows.push_back({r.op, class_name(cls), "", "", "", r.applies ? kMatrixNotCovered : kMatrixNotApplicable, r.why});
+    }
+  }
+  return rows;
+}
 
 GatedLaunches gate_launches(const CaseData& c, const TargetPass& pass, const std::vector<std::string>& writes,
                             const Precheck& precheck, const std::string& label) {

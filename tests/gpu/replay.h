@@ -131,6 +131,22 @@ GatedLaunches gate_launches(const CaseData& c, const TargetPass& pass, const std
 /// The zero tensor an output of the case is downloaded into.
 Tensor output_like(const CaseData& c, const std::string& t);
 
+/// Outcomes of the GPU entries of the mutation matrix (kernels/mutation_matrix.h), by the
+/// full name of the test that proves them ("ReplayMutants.UnwrittenElementIsCaughtByPoison"):
+/// whether the declared check caught the mutant (or, for a legitimate variation, whether it
+/// passed), and what was seen. Filled by tests/gpu/test_replay_mutants.cpp.
+struct MatrixOutcome {
+  bool ok = true;
+  std::string detail;
+};
+std::map<std::string, MatrixOutcome>& matrix_outcomes();
+/// Records `ok` and `detail` for the running test (ANDed with what it recorded before).
+void record_matrix_outcome(bool ok, const std::string& detail);
+/// The mutation-matrix rows of every selected op with a fixture case: CPU entries run on the op's committed
+/// fixture cases and its small generated cases (in memory), GPU entries from
+/// matrix_outcomes() (absent: not run), legitimate CPU entries as proven by cpu.unit.
+std::vector<MatrixRow> matrix_rows();
+
 /// Gate 1's report rows by (op, implementation), filled by the <op>/Gate1 tests
 /// (test_gate1.cpp); a row missing here is reported NOT RUN.
 std::map<std::pair<std::string, std::string>, Gate1Report>& gate1_results();

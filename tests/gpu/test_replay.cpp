@@ -469,6 +469,7 @@ Report assemble_report() {
       rep.gate1.push_back(missing);
     }
   }
+  rep.matrix = matrix_rows();
   rep.not_covered = {
       "short training-run comparison (SPEC §6, gate 3): not implemented yet",
       "strided (non-contiguous) inputs: kernels take contiguous rows only",

@@ -77,6 +77,7 @@ class ReplayMutants : public ::testing::Test {
               << ", unwritten/racy " << k.unwritten_or_racy << ", out-of-bounds " << k.memory << ")\n";
     EXPECT_TRUE(k.*by) << "kernel mutant " << rmsnorm::mutant::name(kind) << " not caught on " << case_name
                        << " by the expected check:\n" << k.detail;
+    record_matrix_outcome(k.*by, std::string(k.*by ? "caught" : "NOT caught") + " on " + case_name);
   }
 };
 
@@ -165,18 +166,33 @@ TEST_F(NondeterministicMutants, AtomicsInTheOutputDtypeAreCaught) {
   const GateResult& dw = g.results.at("dw");
   EXPECT_EQ(dw.verdict, Verdict::fail) << describe(dw, committed("bf16_8x4096_seed7")->spec);
   EXPECT_GT(dw.target_misrounded, 0);
+  record_matrix_outcome(dw.verdict == Verdict::fail && dw.rounding_rule_valid && dw.target_misrounded > 0,
+                        "bf16_8x4096_seed7 dw: " + std::string(verdict_name(dw.verdict)) + ", " +
+                            std::to_string(dw.target_misrounded) + " of " + std::to_string(dw.decidable) +
+                            " decidable misrounded, " + std::to_string(dw.distinct_results) + " distinct of " +
+                            std::to_string(dw.launches) + " launches");
 }
 TEST_F(NondeterministicMutants, LostUpdatesAreCaught) {
   // 48 blocks add to the same 256 columns at once: a plain read-modify-write loses terms.
   const GatedLaunches g = replay(AtomicKind::lost_update, "bf16_8x6x256_seed5");
-  EXPECT_EQ(g.results.at("dw").verdict, Verdict::fail);
+  const GateResult& dw = g.results.at("dw");
+  EXPECT_EQ(dw.verdict, Verdict::fail);
+  record_matrix_outcome(dw.verdict == Verdict::fail && dw.gate_valid && dw.target_error > dw.threshold,
+                        "bf16_8x6x256_seed5 dw: " + std::string(verdict_name(dw.verdict)) + ", target error " +
+                            std::to_string(dw.target_error) + " vs threshold " + std::to_string(dw.threshold) + ", " +
+                            std::to_string(dw.distinct_results) + " distinct of " + std::to_string(dw.launches) +
+                            " launches");
 }
 TEST_F(NondeterministicMutants, FP32AtomicsPassEveryLaunch) {
   // Control: the same kernel with FP32 atomics is a legitimate evaluation in every launch,
   // on the cases the mutants were caught on.
   for (const char* name : {"bf16_8x4096_seed7", "bf16_8x6x256_seed5"}) {
     const GatedLaunches g = replay(AtomicKind::none, name);
-    EXPECT_EQ(g.results.at("dw").verdict, Verdict::pass) << describe(g.results.at("dw"), committed(name)->spec);
+    const GateResult& dw = g.results.at("dw");
+    EXPECT_EQ(dw.verdict, Verdict::pass) << describe(dw, committed(name)->spec);
+    record_matrix_outcome(dw.verdict == Verdict::pass, std::string(name) + " dw: " + std::string(verdict_name(dw.verdict)) +
+                                                           ", " + std::to_string(dw.distinct_results) + " distinct of " +
+                                                           std::to_string(dw.launches) + " launches");
   }
 }
 

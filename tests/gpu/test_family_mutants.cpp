@@ -1,0 +1,189 @@
+// One GPU mutant per op family beyond RMSNorm's (tests/gpu/test_replay_mutants.cpp), each
+// run through the replay's own launch path (gate_launches) on a committed case and required
+// to be caught by the check the mutation matrix declares for it (kernels/mutation_matrix.h):
+//   swiglu    a SwiGLU forward kernel with its sigmoid held in bf16        -> decidable rounding
+//             (and its unbroken FP32 control, which must pass on the same cases)
+//   softmax   the real kernel launched with the causal mask dropped        -> structure
+//   rope      the real kernel launched with every position + 1             -> max-abs gate
+//   cross_entropy  the real kernels launched with the targets shifted by one token -> max-abs gate
+// The last three are launch mutants: the bug is in what the kernel is given (an index or a
+// flag off by one), where such bugs live in a training stack.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <iostream>
+#include <vector>
+
+#include "mutants/glu_mutants.h"
+#include "mutation_matrix.h"
+#include "replay.h"
+
+namespace numgate::testing {
+namespace {
+
+// The committed cases of `op` (from the fixture folders) that `pick` accepts.
+std::vector<std::shared_ptr<const CaseData>> committed_where(const std::string& op,
+                                                             const std::function<bool(const CaseData&)>& pick) {
+  std::vector<std::shared_ptr<const CaseData>> out;
+  for (const auto& rc : cases_of(op)) {
+    if (rc.production) continue;
+    auto c = std::make_shared<const CaseData>(read_case(rc.file, rc.name));
+    if (pick(*c)) out.push_back(c);
+  }
+  return out;
+}
+
+// Gates the mutant pass on each case; caught where some tensor FAILs with `check` among the
+// checks that fired. Records the matrix outcome (caught on at least one case) and returns it.
+bool caught_somewhere(const std::string& op, const TargetPass& pass, const std::vector<std::string>& writes,
+                      const std::vector<std::shared_ptr<const CaseData>>& cases, matrix::Check check) {
+  bool caught = false;
+  std::string seen;
+  for (const auto& c : cases) {
+    const GatedLaunches g = gate_launches(*c, pass, writes, find_target(op).precheck, pass.name);
+    for (const auto& t : writes) {
+      const GateResult& r = g.results.at(t);
+      const auto fired = matrix::checks_fired(r);
+      const bool here = r.verdict == Verdict::fail && std::find(fired.begin(), fired.end(), check) != fired.end();
+      std::string checks;
+      for (auto k : fired) checks += std::string(checks.empty() ? "" : "+") + matrix::check_name(k);
+      std::cout << "[ family mutant " << pass.name << " ] " << c->spec.name << " " << t << ": "
+                << verdict_name(r.verdict) << (checks.empty() ? "" : " (" + checks + ")") << "\n";
+      if (here && !caught) seen = c->spec.name + " " + t + ": " + checks;
+      caught = caught || here;
+    }
+  }
+  record_matrix_outcome(caught, caught ? "caught on " + seen : "not caught by " + std::string(matrix::check_name(check)) +
+                                                                   " on " + std::to_string(cases.size()) + " cases");
+  return caught;
+}
+
+class FamilyMutants : public ::testing::Test {
+ protected:
+  /// Why the test of `op` cannot run here (empty: it can).
+  static std::string skip_reason(const std::string& op) {
+    if (!selected(op)) return op + " not selected by --op";
+    return config().have_device ? "" : config().no_device_reason;
+  }
+};
+
+// The launch of `op`'s pass `name` with the case or an input changed first. The workspace
+// is the real pass's (first, `real_bytes` of it) followed by `extra(spec)` bytes for the
+// mutant's own use at `extra_at`.
+struct MutantLaunch {
+  const Launch& l;
+  const TargetPass& real;
+  std::size_t real_bytes;
+  void* extra_at;
+  /// The real pass launched on `spec` and `ptrs` with its own workspace.
+  cudaError_t run(const CaseSpec& spec, const DevicePtrs& ptrs) const {
+    return real.launch(Launch{spec, ptrs, l.workspace, real_bytes, l.stream, l.window});
+  }
+};
+TargetPass launch_mutant(const std::string& op, const std::string& name, const std::string& label,
+                         std::function<std::size_t(const CaseSpec&)> extra,
+                         std::function<cudaError_t(const MutantLaunch&)> launch) {
+  const TargetPass real = find_target(op).pass(name);
+  auto real_bytes = [real](const CaseSpec& s) -> std::size_t {
+    return real.workspace_bytes ? (real.workspace_bytes(s) + 255) / 256 * 256 : 0;
+  };
+  TargetPass p;
+  p.name = label;
+  p.workspace_bytes = [real_bytes, extra](const CaseSpec& s) { return real_bytes(s) + (extra ? extra(s) : 0); };
+  p.launch = [real, real_bytes, launch](const Launch& l) {
+    const std::size_t rb = real_bytes(l.spec);
+    return launch(MutantLaunch{l, real, rb, static_cast<char*>(l.workspace) + rb});
+  };
+  return p;
+}
+
+// An i64 index tensor copied to `to` (device) with `edit` applied on the host; `ptrs` are
+// the launch's with that tensor replaced.
+template <class Edit>
+cudaError_t edited_index(const MutantLaunch& m, const std::string& name, std::size_t n, Edit edit, DevicePtrs& ptrs) {
+  std::vector<std::int64_t> h(n);
+  cudaError_t e = cudaMemcpy(h.data(), m.l.ptrs.at(name), n * sizeof(std::int64_t), cudaMemcpyDeviceToHost);
+  if (e != cudaSuccess) return e;
+  edit(h);
+  e = cudaMemcpy(m.extra_at, h.data(), n * sizeof(std::int64_t), cudaMemcpyHostToDevice);
+  ptrs = m.l.ptrs;
+  ptrs[name] = m.extra_at;
+  return e;
+}
+
+TEST_F(FamilyMutants, SwigluSigmoidInBf16IsCaughtByDecidableRounding) {
+  if (const std::string why = skip_reason("swiglu"); !why.empty()) GTEST_SKIP() << why;
+  const auto cases = committed_where("swiglu", [](const CaseData& c) { return c.spec.dtype == DType::bf16; });
+  if (cases.empty()) GTEST_SKIP() << "no committed case of the kind in the fixture folders";
+  auto pass = [](glu::mutant::Kind k) {
+    TargetPass p;
+    p.name = std::string("swiglu Forward kernel ") + glu::mutant::name(k);
+    p.launch = [k](const Launch& l) {
+      using T = __nv_bfloat16;
+      return glu::mutant::swiglu_forward(k, l.ptr<const T>("a"), l.ptr<const T>("b"), l.ptr<T>("y"),
+                                         numel(l.spec.shape), l.stream);
+    };
+    return p;
+  };
+  // The control first: the same kernel without the mutation passes every case.
+  for (const auto& c : cases) {
+    const GatedLaunches g = gate_launches(*c, pass(glu::mutant::Kind::none), {"y"}, {}, "control");
+    EXPECT_EQ(g.results.at("y").verdict, Verdict::pass) << describe(g.results.at("y"), c->spec);
+  }
+  EXPECT_TRUE(caught_somewhere("swiglu", pass(glu::mutant::Kind::sigmoid_in_bf16), {"y"}, cases,
+                               matrix::Check::decidable_rounding));
+}
+
+TEST_F(FamilyMutants, SoftmaxWithTheCausalMaskDroppedIsCaught) {
+  if (const std::string why = skip_reason("softmax"); !why.empty()) GTEST_SKIP() << why;
+  const auto cases = committed_where("softmax", [](const CaseData& c) { return c.spec.param("mask_mode") == 1.0; });
+  if (cases.empty()) GTEST_SKIP() << "no committed case of the kind in the fixture folders";
+  const TargetPass p = launch_mutant("softmax", "Forward", "softmax Forward, causal mask dropped", nullptr,
+                                     [](const MutantLaunch& m) {
+                                       CaseSpec s = m.l.spec;
+                                       for (auto& [k, v] : s.params)
+                                         if (k == "mask_mode") v = 0;
+                                       return m.run(s, m.l.ptrs);
+                                     });
+  EXPECT_TRUE(caught_somewhere("softmax", p, {"y"}, cases, matrix::Check::structure));
+}
+
+TEST_F(FamilyMutants, RopeWithPositionsOffByOneIsCaught) {
+  if (const std::string why = skip_reason("rope"); !why.empty()) GTEST_SKIP() << why;
+  const auto cases = committed_where("rope", [](const CaseData&) { return true; });
+  if (cases.empty()) GTEST_SKIP() << "no committed case of the kind in the fixture folders";
+  auto tokens = [](const CaseSpec& s) { return static_cast<std::size_t>(s.shape[0] * s.shape[1]); };
+  const TargetPass p = launch_mutant(
+      "rope", "Forward", "rope Forward, positions + 1",
+      [tokens](const CaseSpec& s) { return tokens(s) * sizeof(std::int64_t); },
+      [tokens](const MutantLaunch& m) {
+        DevicePtrs ptrs;
+        const cudaError_t e = edited_index(m, "positions", tokens(m.l.spec), [](std::vector<std::int64_t>& v) {
+          for (auto& x : v) x += 1;
+        }, ptrs);
+        return e != cudaSuccess ? e : m.run(m.l.spec, ptrs);
+      });
+  EXPECT_TRUE(caught_somewhere("rope", p, {"q_rot", "k_rot"}, cases, matrix::Check::max_abs_gate));
+}
+
+TEST_F(FamilyMutants, CrossEntropyWithTargetsShiftedByOneTokenIsCaught) {
+  if (const std::string why = skip_reason("cross_entropy"); !why.empty()) GTEST_SKIP() << why;
+  const auto cases = committed_where("cross_entropy", [](const CaseData&) { return true; });
+  if (cases.empty()) GTEST_SKIP() << "no committed case of the kind in the fixture folders";
+  auto tokens = [](const CaseSpec& s) { return static_cast<std::size_t>(s.shape[0]); };
+  const TargetPass p = launch_mutant(
+      "cross_entropy", "Forward", "cross_entropy Forward, targets shifted by one token",
+      [tokens](const CaseSpec& s) { return tokens(s) * sizeof(std::int64_t); },
+      [tokens](const MutantLaunch& m) {
+        DevicePtrs ptrs;
+        const cudaError_t e = edited_index(m, "targets", tokens(m.l.spec), [](std::vector<std::int64_t>& v) {
+          std::rotate(v.begin(), v.begin() + 1, v.end());  // token t gets token t+1's target
+        }, ptrs);
+        return e != cudaSuccess ? e : m.run(m.l.spec, ptrs);
+      });
+  EXPECT_TRUE(caught_somewhere("cross_entropy", p, find_op("cross_entropy").descriptor().pass("Forward").writes, cases,
+                               matrix::Check::max_abs_gate));
+}
+
+}  // namespace
+}  // namespace numgate::testing
