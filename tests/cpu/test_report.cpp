@@ -167,6 +167,22 @@ Report full_report() {
   r.gate1 = {gate1("rmsnorm", kGate1Golden, Verdict::pass), gate1("rmsnorm", kGate1Target, Verdict::fail),
              gate1("softmax", kGate1Golden, Verdict::pass), gate1("softmax", kGate1Target, Verdict::not_run),
              gate1("swiglu", kGate1Golden, Verdict::pass), gate1("swiglu", kGate1Target, Verdict::pass)};
+  r.matrix = {{"rmsnorm", "epsilon placement", "eps_outside_sqrt", "CPU", "max-abs gate", kMatrixCaught,
+               "FAIL on 6 of 21 cases; bf16_1x1_seed10, dx: max-abs gate"},
+              {"rmsnorm", "RNG stream", "", "", "", kMatrixNotApplicable, "no op draws random numbers"},
+              {"softmax", "reduction order", "FP32 sums \"reversed\"", "CPU", "passes (legitimate)", kMatrixNotRun,
+               "proven by LegitimateVariation.X (cpu.unit)"}};
+  SweepReport s;
+  s.op = "rmsnorm";
+  s.seeds = 1000;
+  s.shapes = 21;
+  s.tensors = 3000;
+  SweepReport t = s;
+  t.op = "softmax";
+  t.fail = 1;
+  t.fail_decidable = 1;
+  t.first_failure = "case x, tensor y: FAIL\n  decidable rounding: ...";
+  r.sweep = {s, t};
   return r;
 }
 
@@ -523,6 +539,37 @@ Report passing_report() {
                          {tensor("(fixture)", Verdict::pass)})};
   r.gate1 = {gate1("rmsnorm", kGate1Golden, Verdict::pass), gate1("rmsnorm", kGate1Target, Verdict::pass)};
   return r;
+}
+
+TEST(Report, OverallVerdictIncludesTheMutationMatrixAndTheSweep) {
+  Report r = passing_report();
+  r.matrix = {{"rmsnorm", "cast timing", "m", "CPU", "decidable rounding", kMatrixCaught, ""},
+              {"rmsnorm", "RNG stream", "", "", "", kMatrixNotApplicable, "none"},
+              {"rmsnorm", "reduction order", "", "", "", kMatrixNotCovered, "no mutant yet"},
+              {"rmsnorm", "atomic-add order", "g", "GPU", "max-abs gate", kMatrixNotRun, "no device"}};
+  EXPECT_EQ(r.overall(), Verdict::pass);  // gaps and rows not run are reported, not failed
+  for (const char* bad : {kMatrixNotCaught, kMatrixFalseFail}) {
+    Report f = r;
+    f.matrix[0].status = bad;
+    EXPECT_EQ(f.overall(), Verdict::fail) << bad;
+  }
+  SweepReport s;
+  s.op = "rmsnorm";
+  s.seeds = 1000;
+  s.tensors = 3000;
+  r.sweep = {s};
+  EXPECT_EQ(r.overall(), Verdict::pass);
+  r.sweep[0].fail = 1;
+  EXPECT_EQ(r.overall(), Verdict::fail);
+  const std::string md = to_markdown(r);
+  EXPECT_NE(md.find("## Mutation matrix"), std::string::npos) << md;
+  EXPECT_NE(md.find("| rmsnorm | 1 caught | n/a | gap | 1 not run |"), std::string::npos) << md;  // classes as they come
+  EXPECT_NE(md.find("| rmsnorm | 1000 | 0 | 3000 | 1 | 0 | 0 | 0 | 0 | 0 | FAIL |"), std::string::npos) << md;
+  expect_refused("matrix_status", "/mutation_matrix/0/status", "unknown mutation-matrix status \"ok\"",
+                 [](json& j) { j["mutation_matrix"][0]["status"] = "ok"; });
+  expect_refused("sweep_verdict", "/sweep/1/verdict", "its counts give \"FAIL\"",
+                 [](json& j) { j["sweep"][1]["verdict"] = "PASS"; });
+  expect_refused("no_sweep", "/sweep", "missing", [](json& j) { j.erase("sweep"); });
 }
 
 TEST(Report, OverallVerdictIncludesGate1) {

@@ -22,6 +22,8 @@ struct Config {
   std::vector<FixtureFolder> fixture_folders;  ///< --fixtures (required), --optional-fixtures
   std::vector<std::string> ops;                ///< --op: the ops replayed and reported; empty: all
   std::string report_dir = ".";
+  /// --sweep-seeds: fresh-seed in-memory cases per op of the false-fail sweep (0: no sweep).
+  std::int64_t sweep_seeds = 1000;
   bool have_device = false;
   std::string device = "no CUDA device";
   std::string no_device_reason;
@@ -146,6 +148,12 @@ void record_matrix_outcome(bool ok, const std::string& detail);
 /// fixture cases and its small generated cases (in memory), GPU entries from
 /// matrix_outcomes() (absent: not run), legitimate CPU entries as proven by cpu.unit.
 std::vector<MatrixRow> matrix_rows();
+
+/// The false-fail sweep's report rows by op, filled by <op>/Sweep.FreshSeeds (test_sweep.cpp).
+std::map<std::string, SweepReport>& sweep_results();
+/// Registers <op>/Sweep.FreshSeeds for every selected op with a fixture case (none with
+/// --sweep-seeds 0; call after InitGoogleTest).
+void register_sweep_tests();
 
 /// Gate 1's report rows by (op, implementation), filled by the <op>/Gate1 tests
 /// (test_gate1.cpp); a row missing here is reported NOT RUN.

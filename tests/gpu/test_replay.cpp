@@ -14,7 +14,7 @@
 // without a device. The report and the JUnit XML are written whatever happens.
 //
 //   numgate_replay --fixtures DIR [--fixtures DIR ...] [--optional-fixtures DIR ...]
-//                  [--op NAME ...] --report-dir DIR [gtest flags]
+//                  [--op NAME ...] --report-dir DIR [--sweep-seeds N] [gtest flags]
 //
 // Exit status: 0 every test passed; 77 no CUDA device and nothing broken (ctest: skipped);
 // 1 a test failed, a fixture problem, a FAIL verdict or the report could not be written;
@@ -470,6 +470,20 @@ Report assemble_report() {
     }
   }
   rep.matrix = matrix_rows();
+  if (config().sweep_seeds > 0)
+    for (const auto& op : all_ops()) {
+      if (!selected(op->name()) || cases_of(op->name()).empty()) continue;
+      const auto it = sweep_results().find(op->name());
+      if (it != sweep_results().end()) {
+        rep.sweep.push_back(it->second);
+        continue;
+      }
+      SweepReport missing;
+      missing.op = op->name();
+      missing.not_run_reason = config().have_device ? "not run (filtered out by --gtest_filter, or did not finish)"
+                                                    : config().no_device_reason;
+      rep.sweep.push_back(missing);
+    }
   rep.not_covered = {
       "short training-run comparison (SPEC §6, gate 3): not implemented yet",
       "strided (non-contiguous) inputs: kernels take contiguous rows only",
@@ -507,12 +521,14 @@ namespace {
 
 constexpr const char* kUsage =
     "numgate_replay --fixtures DIR [--fixtures DIR ...] [--optional-fixtures DIR ...] [--op NAME ...]\n"
-    "               --report-dir DIR [gtest flags]\n"
+    "               --report-dir DIR [--sweep-seeds N] [gtest flags]\n"
     "  --fixtures DIR           a fixture folder; one that does not exist is a fixture problem (exit 1)\n"
     "  --optional-fixtures DIR  a fixture folder that may not exist (a note in the report), e.g.\n"
     "                           build/golden_data where production fixtures are generated only with a GPU\n"
     "  --op NAME                replay and report only that op (repeatable)\n"
     "  --report-dir DIR         where report.md and report.json are written (default: .)\n"
+    "  --sweep-seeds N          fresh-seed in-memory cases per op of the false-fail sweep (default 1000;\n"
+    "                           0: no sweep); needs a CUDA device\n"
     "Without --fixtures / --optional-fixtures: --fixtures golden_data.\n"
     "Exit status: 0 passed; 77 no CUDA device and nothing broken; 1 failed; 2 usage error.\n";
 
@@ -530,7 +546,8 @@ bool parse_args(int argc, char** argv, std::vector<char*>& rest, bool& help) {
       a = a.substr(0, eq);
       has_value = true;
     }
-    const bool ours = a == "--fixtures" || a == "--optional-fixtures" || a == "--report-dir" || a == "--op";
+    const bool ours = a == "--fixtures" || a == "--optional-fixtures" || a == "--report-dir" || a == "--op" ||
+                      a == "--sweep-seeds";
     if (!ours) {
       if (a == "--help-numgate") help = true;
       else rest.push_back(argv[i]);
@@ -550,6 +567,19 @@ bool parse_args(int argc, char** argv, std::vector<char*>& rest, bool& help) {
     if (a == "--fixtures") cfg.fixture_folders.push_back({value, false});
     else if (a == "--optional-fixtures") cfg.fixture_folders.push_back({value, true});
     else if (a == "--report-dir") cfg.report_dir = value;
+    else if (a == "--sweep-seeds") {
+      std::size_t used = 0;
+      long long n = -1;
+      try {
+        n = std::stoll(value, &used);
+      } catch (const std::exception&) {
+      }
+      if (used != value.size() || n < 0 || n > 1000000) {
+        std::cerr << "numgate_replay: --sweep-seeds " << value << ": expected an integer in [0, 1000000]\n" << kUsage;
+        return false;
+      }
+      cfg.sweep_seeds = n;
+    }
     else {
       try {
         numgate::find_op(value);
@@ -600,6 +630,7 @@ int main(int argc, char** argv) {
     numgate::register_replay_tests();
     numgate::register_problem_tests();
     numgate::testing::register_gate1_tests();
+    numgate::testing::register_sweep_tests();
     rc = RUN_ALL_TESTS();
   } catch (const std::exception& e) {
     std::cerr << "numgate_replay: " << e.what() << "\n";

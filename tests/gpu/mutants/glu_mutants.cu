@@ -11,7 +11,8 @@ __global__ void swiglu_kernel(const __nv_bfloat16* a, const __nv_bfloat16* b, __
                               Kind kind) {
   const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
-  const float av = __bfloat162float(a[i]);
+  // The declared formula's clamp (glu_math.h: a >= -1e4, NaN kept), so a = -inf gives -0.
+  const float av = __bfloat162float(a[i]) < -1e4f ? -1e4f : __bfloat162float(a[i]);
   float s = 1.0f / (1.0f + expf(-av));
   if (kind == Kind::sigmoid_in_bf16) s = __bfloat162float(__float2bfloat16_rn(s));
   y[i] = __float2bfloat16_rn((av * s) * __bfloat162float(b[i]));
