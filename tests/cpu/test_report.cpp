@@ -561,10 +561,17 @@ TEST(Report, OverallVerdictIncludesTheMutationMatrixAndTheSweep) {
   EXPECT_EQ(r.overall(), Verdict::pass);
   r.sweep[0].fail = 1;
   EXPECT_EQ(r.overall(), Verdict::fail);
+  r.sweep[0].fail_max_abs = r.sweep[0].fail_max_abs_only = 1;  // the max-abs threshold alone: measured, not failed
+  EXPECT_EQ(r.sweep[0].verdict(), Verdict::pass_with_limitations);
+  EXPECT_EQ(r.overall(), Verdict::pass_with_limitations);
+  r.sweep[0].first_failure = "ERROR x";
+  EXPECT_EQ(r.overall(), Verdict::fail);
+  r.sweep[0].first_failure.clear();
+  r.sweep[0].fail_max_abs_only = 0;
   const std::string md = to_markdown(r);
   EXPECT_NE(md.find("## Mutation matrix"), std::string::npos) << md;
   EXPECT_NE(md.find("| rmsnorm | 1 caught | n/a | gap | 1 not run |"), std::string::npos) << md;  // classes as they come
-  EXPECT_NE(md.find("| rmsnorm | 1000 | 0 | 3000 | 1 | 0 | 0 | 0 | 0 | 0 | FAIL |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| rmsnorm | 1000 | 0 | 3000 | 1 | 1 (0) | 0 | 0 | 0 | 0 | FAIL |"), std::string::npos) << md;
   expect_refused("matrix_status", "/mutation_matrix/0/status", "unknown mutation-matrix status \"ok\"",
                  [](json& j) { j["mutation_matrix"][0]["status"] = "ok"; });
   expect_refused("sweep_verdict", "/sweep/1/verdict", "its counts give \"FAIL\"",

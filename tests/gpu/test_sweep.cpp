@@ -84,16 +84,22 @@ SweepReport sweep(const std::string& op_name, std::int64_t seeds) {
             ++rep.tensors;
             if (r.verdict != Verdict::fail) continue;
             ++rep.fail;
-            for (matrix::Check k2 : matrix::checks_fired(r)) {
+            const std::vector<matrix::Check> fired = matrix::checks_fired(r);
+            if (fired.size() == 1 && fired[0] == matrix::Check::max_abs_gate && run.problems.empty()) {
+              ++rep.fail_max_abs_only;
+              if (rep.first_max_abs_only.empty())
+                rep.first_max_abs_only = target->label() + " " + pass->name + ":\n" + describe(r, c.spec);
+            } else if (rep.first_failure.empty()) {
+              rep.first_failure = target->label() + " " + pass->name + ":\n" + describe(r, c.spec) +
+                                  (run.problems.empty() ? "" : "memory: " + run.problems.front());
+            }
+            for (matrix::Check k2 : fired) {
               if (k2 == matrix::Check::max_abs_gate) ++rep.fail_max_abs;
               if (k2 == matrix::Check::decidable_rounding) ++rep.fail_decidable;
               if (k2 == matrix::Check::structure) ++rep.fail_structure;
               if (k2 == matrix::Check::ulp_limit) ++rep.fail_ulp;
               if (k2 == matrix::Check::envelope) ++rep.fail_envelope;
             }
-            if (rep.first_failure.empty())
-              rep.first_failure = target->label() + " " + pass->name + ":\n" + describe(r, c.spec) +
-                                  (run.problems.empty() ? "" : "memory: " + run.problems.front());
           }
         } catch (const std::exception& e) {
           ++rep.fail;
@@ -115,8 +121,12 @@ class Sweep : public ::testing::Test {
     std::cout << "[ sweep ] " << op_ << ": " << r.seeds << " fresh-seed cases over " << r.shapes << " declared cases, "
               << r.tensors << " tensors gated, " << r.fail << " FAIL (max-abs " << r.fail_max_abs << ", decidable "
               << r.fail_decidable << ", structure " << r.fail_structure << ", ULP " << r.fail_ulp << ", envelope "
-              << r.fail_envelope << ")\n";
-    EXPECT_EQ(r.fail, 0) << r.first_failure;
+              << r.fail_envelope << "; by max-abs alone " << r.fail_max_abs_only << ")\n";
+    if (!r.first_max_abs_only.empty()) std::cout << "  first FAIL by the max-abs threshold alone:\n" << r.first_max_abs_only;
+    // Asserted: no FAIL by a rule that never fails a legitimate evaluation (structure,
+    // decidable rounding, ULP, envelope), no error. Measured and reported, not asserted: the
+    // max-abs threshold's false fails (README: "False fails of the max-abs threshold").
+    EXPECT_EQ(r.fail, r.fail_max_abs_only) << r.first_failure;
     EXPECT_TRUE(r.first_failure.empty()) << r.first_failure;
     EXPECT_EQ(r.seeds, config().sweep_seeds);
   }
