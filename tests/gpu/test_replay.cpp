@@ -489,6 +489,10 @@ Report assemble_report() {
       "strided (non-contiguous) inputs: kernels take contiguous rows only",
       "fp64 cases in gate 2: no fixture case is fp64 (the double instantiations are checked by gate 1 only)",
       "order-sensitivity and T-sweep diagnostics for INCONCLUSIVE cases (SPEC §4): envelope check only",
+      "value coverage by rule (a per-op checklist of exact zeros, subnormal results, ties at the maximum, ...): "
+      "not written yet",
+      "a threshold that knows each element's conditioning: the max-abs rule's false fails are measured (False-fail "
+      "sweep), not removed",
   };
   return rep;
 }
