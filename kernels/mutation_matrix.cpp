@@ -105,8 +105,8 @@ Entry cpu(std::string op, Class cls, std::string mutant, Check check, Outputs ou
 Entry gpu(std::string op, Class cls, std::string mutant, Check check, std::string proof) {
   return {std::move(op), cls, std::move(mutant), Where::gpu, check, std::move(proof), {}};
 }
-Entry legitimate(std::string op, std::string what, std::string proof) {
-  return {std::move(op), Class::reduction_order, std::move(what), Where::cpu, Check::passes, std::move(proof), {}};
+Entry legitimate(std::string op, Class cls, std::string what, std::string proof) {
+  return {std::move(op), cls, std::move(what), Where::cpu, Check::passes, std::move(proof), {}};
 }
 
 }  // namespace
@@ -118,7 +118,7 @@ const std::vector<Entry>& entries() {
   static const std::vector<Entry> table = [] {
     std::vector<Entry> v = {
         // ---- rmsnorm
-        legitimate("rmsnorm", "FP32 sums pairwise / blocked 256, 4096 / reversed, FMA on x 200 seeds",
+        legitimate("rmsnorm", C::reduction_order, "FP32 sums pairwise / blocked 256, 4096 / reversed, FMA on x 200 seeds",
                    "LegitimateVariation.RMSNormUnderEveryOrderAndContractionPassesDecidableRounding"),
         cpu("rmsnorm", C::low_precision_intermediates, "bf16_sum_of_squares", K::max_abs_gate,
             variant(rms::reference_variant, rms::Mutant::bf16_sum_of_squares)),
@@ -157,7 +157,7 @@ const std::vector<Entry>& entries() {
         cpu("fused_add_rmsnorm", C::low_precision_intermediates, "bf16_sum_of_squares", K::max_abs_gate,
             variant(fused_add_rmsnorm::reference_variant, fused_add_rmsnorm::Mutant::bf16_sum_of_squares)),
         // ---- layernorm
-        legitimate("layernorm", "FP32 sums pairwise / blocked 256, 4096 / reversed, FMA on x 200 seeds",
+        legitimate("layernorm", C::reduction_order, "FP32 sums pairwise / blocked 256, 4096 / reversed, FMA on x 200 seeds",
                    "LegitimateVariation.LayerNormUnderEveryOrderAndContractionPassesDecidableRounding"),
         cpu("layernorm", C::reduction_order, "naive_variance: one pass E[x^2] - E[x]^2", K::max_abs_gate,
             variant(layernorm::reference_variant, layernorm::Mutant::naive_variance)),
@@ -168,7 +168,7 @@ const std::vector<Entry>& entries() {
         cpu("layernorm", C::mask_boundary, "padded_lanes counted in mean and variance", K::max_abs_gate,
             variant(layernorm::reference_variant, layernorm::Mutant::padded_lanes)),
         // ---- swiglu, geglu
-        legitimate("swiglu", "the scalar code in the other math precision (FP32 expf / FP64)",
+        legitimate("swiglu", C::low_precision_intermediates, "the scalar code in the other math precision (FP32 expf / FP64)",
                    "LegitimateVariation.GluInTheOtherMathPrecisionPassesDecidableRounding"),
         cpu("swiglu", C::low_precision_intermediates, "sigmoid_in_bf16", K::decidable_rounding,
             glu_variant(glu::Mutant::sigmoid_in_bf16)),
@@ -176,12 +176,12 @@ const std::vector<Entry>& entries() {
             glu_variant(glu::Mutant::activation_in_bf16)),
         gpu("swiglu", C::low_precision_intermediates, "kernel: sigmoid held in bf16 (FP32 control passes)",
             K::decidable_rounding, "FamilyMutants.SwigluSigmoidInBf16IsCaughtByDecidableRounding"),
-        legitimate("geglu", "the scalar code in the other math precision (FP32 erff, tanhf / FP64)",
+        legitimate("geglu", C::low_precision_intermediates, "the scalar code in the other math precision (FP32 erff, tanhf / FP64)",
                    "LegitimateVariation.GluInTheOtherMathPrecisionPassesDecidableRounding"),
         cpu("geglu", C::low_precision_intermediates, "activation_in_bf16: gelu(a) held in bf16", K::decidable_rounding,
             glu_variant(glu::Mutant::activation_in_bf16)),
         // ---- softmax
-        legitimate("softmax", "backward: FP32 sums pairwise / blocked / reversed, FMA on x 200 seeds",
+        legitimate("softmax", C::reduction_order, "backward: FP32 sums pairwise / blocked / reversed, FMA on x 200 seeds",
                    "LegitimateVariation.SoftmaxBackwardUnderEveryOrderAndContractionPassesDecidableRounding"),
         cpu("softmax", C::mask_boundary, "causal_top_left (j <= i instead of bottom-right)", K::max_abs_gate,
             variant(softmax::reference_variant, softmax::Mutant::causal_top_left)),
@@ -252,6 +252,8 @@ const std::vector<Reason>& reasons() {
       na(op, C::epsilon_placement, no_eps);
     }
     na("rope", C::reduction_order, "each output is one rotation of two inputs: no reduction");
+    na("swiglu", C::reduction_order, elementwise);
+    na("geglu", C::reduction_order, elementwise);
     na("softmax", C::epsilon_placement, no_eps);
     na("cross_entropy", C::epsilon_placement, no_eps);
     gap("offset_rmsnorm", C::reduction_order, "no legitimate-variation or reduction mutant yet");

@@ -93,7 +93,8 @@ struct TargetOp {
   /// replays and the benchmark use it). Else a second implementation of some of the op's
   /// passes registered beside it, e.g. "atomic_dw" (RMSNorm's backward with an atomics-based
   /// weight-gradient reduction): the replay gates it on every case, aligned, its rows
-  /// reported as "<tensor> [<variant>]"; the benchmark times it too. [a-z0-9_]+.
+  /// reported as "<tensor> [<variant>]"; the benchmark times it too. [a-z0-9_]+. A variant
+  /// without a precheck gets its main target's.
   std::string variant = {};
 
   /// "rmsnorm" or "rmsnorm [atomic_dw]".

@@ -42,9 +42,12 @@ const std::vector<TargetOp>& all_targets() {
       });
       if (!name_ok) throw std::logic_error("target " + t.label() + ": a variant's name is [a-z0-9_]+");
       if (t.passes.empty()) throw std::logic_error("target " + t.label() + ": a variant has at least one pass");
-      for (const TargetPass& p : t.passes) {
+      for (std::size_t i = 0; i < t.passes.size(); ++i) {
+        const TargetPass& p = t.passes[i];
         (void)d.pass(p.name);  // throws std::invalid_argument naming the descriptor's passes
         if (!p.launch) throw std::logic_error("target " + t.label() + ": pass " + p.name + " has no launch");
+        for (std::size_t k = 0; k < i; ++k)
+          if (t.passes[k].name == p.name) throw std::logic_error("target " + t.label() + ": pass " + p.name + " twice");
       }
     }
     for (std::size_t i = 0; i < v.size(); ++i) {
@@ -53,6 +56,14 @@ const std::vector<TargetOp>& all_targets() {
       if (!v[i].variant.empty() && (i == 0 || v[i - 1].op != v[i].op))
         throw std::logic_error("target " + v[i].label() + ": a variant of an op without a main target");
     }
+    // A variant without its own precheck checks the case's inputs as its main target does
+    // (the main target sorts first: an empty variant name).
+    for (std::size_t i = 1; i < v.size(); ++i)
+      if (!v[i].variant.empty() && !v[i].precheck) {
+        std::size_t m = i;
+        while (!v[m].variant.empty()) --m;
+        v[i].precheck = v[m].precheck;
+      }
     return v;
   }();
   return targets;

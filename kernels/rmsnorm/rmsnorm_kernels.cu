@@ -932,16 +932,17 @@ __global__ void __launch_bounds__(kFinTx* kFinTy)
   }
 }
 
-/// The atomics-based stage 2 of backward_atomic_dw (nondeterministic). grid = (ceil(H /
-/// 256), chunks), block = 256: thread (chunk, j) adds partial[chunk][j] to acc[j] (acc,
-/// zeroed first) with atomicAdd, so the order of the additions over chunks is the order
-/// in which the blocks get there, which varies from launch to launch.
+/// The atomics-based stage 2 of backward_atomic_dw (nondeterministic). grid = (chunks,
+/// ceil(H / 256)) (chunks on x: up to 2^31 - 1 of them; H / 256 <= 256 on y), block = 256:
+/// thread (chunk, j) adds partial[chunk][j] to acc[j] (acc, zeroed first) with atomicAdd,
+/// so the order of the additions over chunks is the order in which the blocks get there,
+/// which varies from launch to launch.
 template <typename T>
 __global__ void __launch_bounds__(256)
     rmsnorm_backward_dw_atomic_kernel(const acc_t<T>* __restrict__ partial, acc_t<T>* __restrict__ acc,
                                       int hidden) {
-  const int j = static_cast<int>(blockIdx.x) * 256 + static_cast<int>(threadIdx.x);
-  if (j < hidden) atomicAdd(acc + j, partial[static_cast<int64_t>(blockIdx.y) * hidden + j]);
+  const int j = static_cast<int>(blockIdx.y) * 256 + static_cast<int>(threadIdx.x);
+  if (j < hidden) atomicAdd(acc + j, partial[static_cast<int64_t>(blockIdx.x) * hidden + j]);
 }
 
 /// dw[j] = T(acc[j]) (round to nearest even). grid = ceil(H / 256), block = 256.
@@ -1139,7 +1140,7 @@ cudaError_t finish_dw(const acc_t<T>* partial, T* dw, int64_t chunks, int h, acc
   cudaError_t err = cudaMemsetAsync(acc, 0, static_cast<size_t>(h) * sizeof(acc_t<T>), stream);
   if (err != cudaSuccess) return err;
   const unsigned cols = static_cast<unsigned>(ceil_div(h, 256));
-  rmsnorm_backward_dw_atomic_kernel<T><<<dim3(cols, static_cast<unsigned>(chunks)), 256, 0, stream>>>(partial, acc, h);
+  rmsnorm_backward_dw_atomic_kernel<T><<<dim3(static_cast<unsigned>(chunks), cols), 256, 0, stream>>>(partial, acc, h);
   err = cudaGetLastError();
   if (err != cudaSuccess) return err;
   rmsnorm_backward_dw_round_kernel<T><<<cols, 256, 0, stream>>>(acc, dw, h);

@@ -416,7 +416,7 @@ TEST(Report, RefusesUnknownNamesAndEditedVerdicts) {
   // A case verdict edited to PASS while a tensor says FAIL: the benchmark must not time it.
   expect_refused("case_verdict", "/cases/0/verdict", "its tensors' verdicts give \"FAIL\"",
                  [](json& j) { j["cases"][0]["verdict"] = "PASS"; });
-  expect_refused("overall_verdict", "/overall_verdict", "the cases and gate 1 give \"FAIL\"",
+  expect_refused("overall_verdict", "/overall_verdict", "the cases, gate 1, the sweep and the mutation matrix give \"FAIL\"",
                  [](json& j) { j["overall_verdict"] = "PASS"; });
 }
 
@@ -567,6 +567,18 @@ TEST(Report, OverallVerdictIncludesTheMutationMatrixAndTheSweep) {
   r.sweep[0].first_failure = "ERROR x";
   EXPECT_EQ(r.overall(), Verdict::fail);
   r.sweep[0].first_failure.clear();
+  // The budget of max-abs-only FAILs: one far beyond its threshold, or too many, is no noise.
+  r.sweep[0].max_abs_only_worst_ratio = kSweepMaxAbsOnlyRatio * 1.01;
+  EXPECT_EQ(r.sweep[0].verdict(), Verdict::fail);
+  r.sweep[0].max_abs_only_worst_ratio = 2.7;
+  EXPECT_EQ(r.sweep[0].verdict(), Verdict::pass_with_limitations);
+  r.sweep[0].fail = r.sweep[0].fail_max_abs = r.sweep[0].fail_max_abs_only = 31;  // > 1% of 3000
+  EXPECT_EQ(r.sweep[0].verdict(), Verdict::fail);
+  r.sweep[0].fail = r.sweep[0].fail_max_abs = r.sweep[0].fail_max_abs_only = 1;
+  r.sweep[0].fail_structure = 1;  // a count of another rule alone makes it FAIL
+  EXPECT_EQ(r.sweep[0].verdict(), Verdict::fail);
+  r.sweep[0].fail_structure = 0;
+  r.sweep[0].max_abs_only_worst_ratio = 0;
   r.sweep[0].fail_max_abs_only = 0;
   const std::string md = to_markdown(r);
   EXPECT_NE(md.find("## Mutation matrix"), std::string::npos) << md;
@@ -577,6 +589,9 @@ TEST(Report, OverallVerdictIncludesTheMutationMatrixAndTheSweep) {
   expect_refused("sweep_verdict", "/sweep/1/verdict", "its counts give \"FAIL\"",
                  [](json& j) { j["sweep"][1]["verdict"] = "PASS"; });
   expect_refused("no_sweep", "/sweep", "missing", [](json& j) { j.erase("sweep"); });
+  expect_refused("sweep_negative", "/sweep/0/fail", "cannot be negative", [](json& j) { j["sweep"][0]["fail"] = -1; });
+  expect_refused("sweep_counts", "/sweep/1/fail_max_abs_only", "do not add up",
+                 [](json& j) { j["sweep"][1]["fail_max_abs_only"] = 5; });
 }
 
 TEST(Report, OverallVerdictIncludesGate1) {

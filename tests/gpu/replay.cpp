@@ -318,11 +318,34 @@ std::vector<MatrixRow> matrix_rows() {
           row.status = kMatrixNotRun;
           row.detail = "proven by " + e.proof + " (cpu.unit)";
         } else {
+          // The proof test: it must exist; one that ran and failed, or passed without
+          // recording an outcome, did not prove the entry.
+          const ::testing::TestInfo* info = nullptr;
+          const auto* unit = ::testing::UnitTest::GetInstance();
+          for (int i = 0; i < unit->total_test_suite_count() && !info; ++i) {
+            const auto* suite = unit->GetTestSuite(i);
+            for (int j = 0; j < suite->total_test_count() && !info; ++j)
+              if (std::string(suite->name()) + "." + suite->GetTestInfo(j)->name() == e.proof)
+                info = suite->GetTestInfo(j);
+          }
           const auto it = matrix_outcomes().find(e.proof);
-          if (it == matrix_outcomes().end()) {
+          if (!info) {
+            row.status = kMatrixNotCaught;
+            row.detail = "no test " + e.proof + " in numgate_replay";
+          } else if (it == matrix_outcomes().end() && info->result()->Failed()) {
+            row.status = e.check == Check::passes ? kMatrixFalseFail : kMatrixNotCaught;
+            row.detail = e.proof + " failed before recording an outcome";
+          } else if (it == matrix_outcomes().end() && info->should_run() && info->result()->Passed() &&
+                     !info->result()->Skipped()) {
+            row.status = kMatrixNotCaught;
+            row.detail = e.proof + " passed without recording an outcome";
+          } else if (it == matrix_outcomes().end()) {
             row.status = kMatrixNotRun;
             row.detail = e.proof + " did not run (" +
-                         (config().have_device ? std::string("filtered out") : config().no_device_reason) + ")";
+                         (!config().have_device ? config().no_device_reason
+                          : info->result()->Skipped() ? std::string("skipped: no case of the kind, or not selected")
+                                                      : std::string("filtered out")) +
+                         ")";
           } else {
             const bool legit = e.check == Check::passes;
             row.status = it->second.ok ? (legit ? kMatrixPasses : kMatrixCaught) : (legit ? kMatrixFalseFail : kMatrixNotCaught);
@@ -382,9 +405,9 @@ GatedLaunches gate_launches(const CaseData& c, const TargetPass& pass, const std
           lo = std::min(lo, v);
           hi = std::max(hi, v);
         }
-        if (!finite || hi - lo <= spread) continue;
-        spread = hi - lo;
-        spread_ulp = ulp_distance(lo, hi, c.spec.dtype);
+        if (!finite) continue;
+        spread = std::max(spread, hi - lo);  // the largest absolute and the largest ULP spread,
+        spread_ulp = std::max(spread_ulp, ulp_distance(lo, hi, c.spec.dtype));  // each over all elements
       }
       ++differing;
       if (pass.deterministic) {

@@ -97,18 +97,25 @@ TargetPass launch_mutant(const std::string& op, const std::string& name, const s
   return p;
 }
 
-// An i64 index tensor copied to `to` (device) with `edit` applied on the host; `ptrs` are
-// the launch's with that tensor replaced.
-template <class Edit>
-cudaError_t edited_index(const MutantLaunch& m, const std::string& name, std::size_t n, Edit edit, DevicePtrs& ptrs) {
-  std::vector<std::int64_t> h(n);
-  cudaError_t e = cudaMemcpy(h.data(), m.l.ptrs.at(name), n * sizeof(std::int64_t), cudaMemcpyDeviceToHost);
-  if (e != cudaSuccess) return e;
-  edit(h);
-  e = cudaMemcpy(m.extra_at, h.data(), n * sizeof(std::int64_t), cudaMemcpyHostToDevice);
-  ptrs = m.l.ptrs;
-  ptrs[name] = m.extra_at;
-  return e;
+// The forward of `op` launched with its i64 index tensor `name` (`count(spec)` elements)
+// edited on the host first: copied to the mutant's part of the workspace with `edit` applied.
+TargetPass index_mutant(const std::string& op, const std::string& label, const std::string& name,
+                        std::function<std::size_t(const CaseSpec&)> count,
+                        std::function<void(std::vector<std::int64_t>&)> edit) {
+  return launch_mutant(
+      op, "Forward", label, [count](const CaseSpec& s) { return count(s) * sizeof(std::int64_t); },
+      [name, count, edit](const MutantLaunch& m) {
+        const std::size_t n = count(m.l.spec);
+        std::vector<std::int64_t> h(n);
+        cudaError_t e = cudaMemcpy(h.data(), m.l.ptrs.at(name), n * sizeof(std::int64_t), cudaMemcpyDeviceToHost);
+        if (e != cudaSuccess) return e;
+        edit(h);
+        e = cudaMemcpy(m.extra_at, h.data(), n * sizeof(std::int64_t), cudaMemcpyHostToDevice);
+        if (e != cudaSuccess) return e;
+        DevicePtrs ptrs = m.l.ptrs;
+        ptrs[name] = m.extra_at;
+        return m.run(m.l.spec, ptrs);
+      });
 }
 
 TEST_F(FamilyMutants, SwigluSigmoidInBf16IsCaughtByDecidableRounding) {
@@ -152,16 +159,11 @@ TEST_F(FamilyMutants, RopeWithPositionsOffByOneIsCaught) {
   if (const std::string why = skip_reason("rope"); !why.empty()) GTEST_SKIP() << why;
   const auto cases = committed_where("rope", [](const CaseData&) { return true; });
   if (cases.empty()) GTEST_SKIP() << "no committed case of the kind in the fixture folders";
-  auto tokens = [](const CaseSpec& s) { return static_cast<std::size_t>(s.shape[0] * s.shape[1]); };
-  const TargetPass p = launch_mutant(
-      "rope", "Forward", "rope Forward, positions + 1",
-      [tokens](const CaseSpec& s) { return tokens(s) * sizeof(std::int64_t); },
-      [tokens](const MutantLaunch& m) {
-        DevicePtrs ptrs;
-        const cudaError_t e = edited_index(m, "positions", tokens(m.l.spec), [](std::vector<std::int64_t>& v) {
-          for (auto& x : v) x += 1;
-        }, ptrs);
-        return e != cudaSuccess ? e : m.run(m.l.spec, ptrs);
+  const TargetPass p = index_mutant(
+      "rope", "rope Forward, positions + 1", "positions",
+      [](const CaseSpec& s) { return static_cast<std::size_t>(s.shape[0] * s.shape[1]); },
+      [](std::vector<std::int64_t>& v) {
+        for (auto& x : v) x += 1;
       });
   EXPECT_TRUE(caught_somewhere("rope", p, {"q_rot", "k_rot"}, cases, matrix::Check::max_abs_gate));
 }
@@ -170,17 +172,10 @@ TEST_F(FamilyMutants, CrossEntropyWithTargetsShiftedByOneTokenIsCaught) {
   if (const std::string why = skip_reason("cross_entropy"); !why.empty()) GTEST_SKIP() << why;
   const auto cases = committed_where("cross_entropy", [](const CaseData&) { return true; });
   if (cases.empty()) GTEST_SKIP() << "no committed case of the kind in the fixture folders";
-  auto tokens = [](const CaseSpec& s) { return static_cast<std::size_t>(s.shape[0]); };
-  const TargetPass p = launch_mutant(
-      "cross_entropy", "Forward", "cross_entropy Forward, targets shifted by one token",
-      [tokens](const CaseSpec& s) { return tokens(s) * sizeof(std::int64_t); },
-      [tokens](const MutantLaunch& m) {
-        DevicePtrs ptrs;
-        const cudaError_t e = edited_index(m, "targets", tokens(m.l.spec), [](std::vector<std::int64_t>& v) {
-          std::rotate(v.begin(), v.begin() + 1, v.end());  // token t gets token t+1's target
-        }, ptrs);
-        return e != cudaSuccess ? e : m.run(m.l.spec, ptrs);
-      });
+  const TargetPass p = index_mutant(
+      "cross_entropy", "cross_entropy Forward, targets shifted by one token", "targets",
+      [](const CaseSpec& s) { return static_cast<std::size_t>(s.shape[0]); },
+      [](std::vector<std::int64_t>& v) { std::rotate(v.begin(), v.begin() + 1, v.end()); });  // t gets t+1's target
   EXPECT_TRUE(caught_somewhere("cross_entropy", p, find_op("cross_entropy").descriptor().pass("Forward").writes, cases,
                                matrix::Check::max_abs_gate));
 }

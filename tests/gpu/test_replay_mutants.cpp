@@ -11,6 +11,7 @@
 #include "numgate/gate.h"
 #include "replay.h"
 #include "mutants/rmsnorm_mutants.h"
+#include "mutation_matrix.h"
 #include "rmsnorm/rmsnorm.cuh"
 
 namespace numgate::testing {
@@ -40,6 +41,7 @@ TargetPass mutant_pass(Kind kind) {
 struct Caught {
   bool gate_fail = false, unwritten_or_racy = false, memory = false;
   std::string detail;
+  std::string checks;  ///< the gate's checks that fired (numgate::matrix::checks_fired)
   bool any() const { return gate_fail || unwritten_or_racy || memory; }
 };
 
@@ -54,6 +56,7 @@ Caught replay_mutant(const CaseData& c, Kind kind) {
   if (!diff.empty()) k.detail += "two launches differ: " + diff + "\n";
   const GateResult r = evaluate_gate("y", c.spec, c.golden.at("y"), c.reference.at("y"), &a.outputs.at("y"));
   k.gate_fail = r.verdict == Verdict::fail;
+  for (auto c : matrix::checks_fired(r)) k.checks += std::string(k.checks.empty() ? "" : "+") + matrix::check_name(c);
   k.detail += describe(r, c.spec);
   return k;
 }
@@ -77,7 +80,8 @@ class ReplayMutants : public ::testing::Test {
               << ", unwritten/racy " << k.unwritten_or_racy << ", out-of-bounds " << k.memory << ")\n";
     EXPECT_TRUE(k.*by) << "kernel mutant " << rmsnorm::mutant::name(kind) << " not caught on " << case_name
                        << " by the expected check:\n" << k.detail;
-    record_matrix_outcome(k.*by, std::string(k.*by ? "caught" : "NOT caught") + " on " + case_name);
+    record_matrix_outcome(k.*by, std::string(k.*by ? "caught" : "NOT caught") + " on " + case_name +
+                                     (k.checks.empty() ? "" : " (gate checks that fired: " + k.checks + ")"));
   }
 };
 
@@ -194,6 +198,21 @@ TEST_F(NondeterministicMutants, FP32AtomicsPassEveryLaunch) {
                                                            ", " + std::to_string(dw.distinct_results) + " distinct of " +
                                                            std::to_string(dw.launches) + " launches");
   }
+}
+
+TEST_F(NondeterministicMutants, AtomicDwVariantHoldsWithMoreChunksThanAGridDimension) {
+  // 65,536 rows of 8 bf16: the fused path makes one dw chunk per row, more chunks than a
+  // grid's y dimension (65,535) holds; the variant's atomics kernel puts chunks on x.
+  CaseSpec s = committed("bf16_3x256_seed2")->spec;
+  s.shape = {65536, 8};
+  s.seed = 0x5EED0001u;
+  s.name = "bf16_65536x8_atomic_dw";
+  const CaseData c = materialize(find_op("rmsnorm"), s);
+  const TargetOp& v = *variants_of("rmsnorm").at(0);
+  const GatedLaunches g = gate_launches(c, v.pass("Backward"), {"dx", "dw"}, v.precheck, "Backward [atomic_dw]");
+  std::cout << "[ atomic_dw ] " << s.name << ": " << g.note << "\n";
+  EXPECT_TRUE(g.problems.empty());
+  for (const char* t : {"dx", "dw"}) EXPECT_EQ(g.results.at(t).verdict, Verdict::pass) << describe(g.results.at(t), s);
 }
 
 }  // namespace

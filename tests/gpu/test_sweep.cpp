@@ -7,6 +7,7 @@
 //   <op>/Sweep.FreshSeeds
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <iostream>
 #include <mutex>
 #include <optional>
@@ -77,21 +78,38 @@ SweepReport sweep(const std::string& op_name, std::int64_t seeds) {
       for (const auto& [target, pass] : passes) {
         const PassDecl& decl = d.pass(pass->name);
         try {
-          const PassRun run = run_pass(c, *pass, decl.writes, 0, 0xFF, target->precheck);
+          // A deterministic pass once (NaN poison); a nondeterministic one as the replay
+          // launches it (kNondeterministicLaunches launches, every distinct result gated).
+          std::map<std::string, GateResult> gated;
+          std::string memory;
+          if (pass->deterministic) {
+            const PassRun run = run_pass(c, *pass, decl.writes, 0, 0xFF, target->precheck);
+            for (const auto& t : decl.writes)
+              gated[t] = evaluate_gate(t, c.spec, c.golden.at(t), c.reference.at(t), &run.outputs.at(t));
+            if (!run.problems.empty()) memory = run.problems.front();
+          } else {
+            const GatedLaunches g = gate_launches(c, *pass, decl.writes, target->precheck, pass->name);
+            gated = g.results;
+            if (!g.problems.empty()) memory = g.problems.front();
+          }
           for (const auto& t : decl.writes) {
-            GateResult r = evaluate_gate(t, c.spec, c.golden.at(t), c.reference.at(t), &run.outputs.at(t));
-            if (!run.problems.empty()) r.verdict = Verdict::fail;
+            const GateResult& r = gated.at(t);
             ++rep.tensors;
-            if (r.verdict != Verdict::fail) continue;
+            // Anything but PASS / PASS WITH LIMITATIONS is a failure here (INCONCLUSIVE too).
+            if (memory.empty() && (r.verdict == Verdict::pass || r.verdict == Verdict::pass_with_limitations)) continue;
             ++rep.fail;
             const std::vector<matrix::Check> fired = matrix::checks_fired(r);
-            if (fired.size() == 1 && fired[0] == matrix::Check::max_abs_gate && run.problems.empty()) {
+            const bool max_abs_only = memory.empty() && r.verdict == Verdict::fail && fired.size() == 1 &&
+                                      fired[0] == matrix::Check::max_abs_gate;
+            if (max_abs_only) {
               ++rep.fail_max_abs_only;
+              const double ratio = r.threshold > 0 ? r.target_error / r.threshold : INFINITY;
               if (rep.first_max_abs_only.empty())
                 rep.first_max_abs_only = target->label() + " " + pass->name + ":\n" + describe(r, c.spec);
+              if (ratio > rep.max_abs_only_worst_ratio) rep.max_abs_only_worst_ratio = ratio;
             } else if (rep.first_failure.empty()) {
               rep.first_failure = target->label() + " " + pass->name + ":\n" + describe(r, c.spec) +
-                                  (run.problems.empty() ? "" : "memory: " + run.problems.front());
+                                  (memory.empty() ? "" : "memory: " + memory);
             }
             for (matrix::Check k2 : fired) {
               if (k2 == matrix::Check::max_abs_gate) ++rep.fail_max_abs;
@@ -121,13 +139,18 @@ class Sweep : public ::testing::Test {
     std::cout << "[ sweep ] " << op_ << ": " << r.seeds << " fresh-seed cases over " << r.shapes << " declared cases, "
               << r.tensors << " tensors gated, " << r.fail << " FAIL (max-abs " << r.fail_max_abs << ", decidable "
               << r.fail_decidable << ", structure " << r.fail_structure << ", ULP " << r.fail_ulp << ", envelope "
-              << r.fail_envelope << "; by max-abs alone " << r.fail_max_abs_only << ")\n";
+              << r.fail_envelope << "; by max-abs alone " << r.fail_max_abs_only << ", worst " << r.max_abs_only_worst_ratio
+              << " x threshold)\n";
     if (!r.first_max_abs_only.empty()) std::cout << "  first FAIL by the max-abs threshold alone:\n" << r.first_max_abs_only;
     // Asserted: no FAIL by a rule that never fails a legitimate evaluation (structure,
-    // decidable rounding, ULP, envelope), no error. Measured and reported, not asserted: the
-    // max-abs threshold's false fails (README: "False fails of the max-abs threshold").
+    // decidable rounding, ULP, envelope), nothing INCONCLUSIVE, no error; the max-abs
+    // threshold's false fails within the declared budget (SweepReport: at most
+    // kSweepMaxAbsOnlyRate of the tensors, none beyond kSweepMaxAbsOnlyRatio times its threshold).
     EXPECT_EQ(r.fail, r.fail_max_abs_only) << r.first_failure;
     EXPECT_TRUE(r.first_failure.empty()) << r.first_failure;
+    EXPECT_NE(r.verdict(), Verdict::fail) << "max-abs-only FAILs beyond the declared budget: " << r.fail_max_abs_only
+                                          << " of " << r.tensors << ", worst " << r.max_abs_only_worst_ratio
+                                          << " x threshold\n" << r.first_max_abs_only;
     EXPECT_EQ(r.seeds, config().sweep_seeds);
   }
 
