@@ -531,8 +531,8 @@ constexpr const char* kUsage =
     "                           build/golden_data where production fixtures are generated only with a GPU\n"
     "  --op NAME                replay and report only that op (repeatable)\n"
     "  --report-dir DIR         where report.md and report.json are written (default: .)\n"
-    "  --sweep-seeds N          fresh-seed in-memory cases per op of the false-fail sweep (default 1000;\n"
-    "                           0: no sweep); needs a CUDA device\n"
+    "  --sweep-seeds N          fresh-seed in-memory cases per op of the false-fail sweep (default 0: no\n"
+    "                           sweep; README runs it with 1000); needs a CUDA device\n"
     "Without --fixtures / --optional-fixtures: --fixtures golden_data.\n"
     "Exit status: 0 passed; 77 no CUDA device and nothing broken; 1 failed; 2 usage error.\n";
 
