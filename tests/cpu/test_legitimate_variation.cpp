@@ -1,5 +1,5 @@
 // Legitimate variation (issue: gate 2's false-fail rate), for the reduction ops RMSNorm,
-// LayerNorm and softmax (backward), and for the GLU ops (below, the other math precision): evaluations that follow the reference policy (FP32
+// OffsetRMSNorm, LayerNorm and softmax (backward), and for the GLU ops (below, the other math precision): evaluations that follow the reference policy (FP32
 // accumulation, one rounding to the output dtype) but differ from the reference in every
 // freedom a kernel has — the order of every sum (serial, reversed, pairwise, blocked by
 // 256 and by 4096 with the blocks' partial sums added serially), FMA contraction of every
@@ -231,6 +231,19 @@ TEST(LegitimateVariation, RMSNormUnderEveryOrderAndContractionPassesDecidableRou
   expect_legitimate_variation_passes(
       "rmsnorm", {{1, 1}, {3, 7}, {4, 64}, {2, 255}, {2, 1024}, {3, 4097}}, [](CaseSpec&) {},
       [](const CaseSpec& c, const CaseData& d, const Policy& p) { return rmsnorm_under(c, d.inputs, p); });
+}
+
+TEST(LegitimateVariation, OffsetRMSNormUnderEveryOrderAndContractionPassesDecidableRounding) {
+  // RMSNorm's evaluation with the scale 1 + w formed in FP32 (the reference policy): the
+  // gradient of the scale is that of w.
+  expect_legitimate_variation_passes(
+      "offset_rmsnorm", {{1, 1}, {3, 7}, {4, 64}, {2, 255}, {2, 1024}, {3, 4097}}, [](CaseSpec&) {},
+      [](const CaseSpec& c, const CaseData& d, const Policy& p) {
+        const Tensor& w = d.inputs.at("w");
+        Tensor scale(DType::fp32, w.shape);
+        for (std::size_t i = 0; i < w.numel(); ++i) scale.set(i, 1.0f + static_cast<float>(w.get(i)));
+        return rmsnorm_under(c, {{"x", d.inputs.at("x")}, {"w", scale}, {"dy", d.inputs.at("dy")}}, p);
+      });
 }
 
 TEST(LegitimateVariation, LayerNormUnderEveryOrderAndContractionPassesDecidableRounding) {
