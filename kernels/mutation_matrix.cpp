@@ -151,6 +151,9 @@ const std::vector<Entry>& entries() {
         cpu("offset_rmsnorm", C::low_precision_intermediates, "bf16_sum_of_squares", K::max_abs_gate,
             variant(offset_rmsnorm::reference_variant, offset_rmsnorm::Mutant::bf16_sum_of_squares)),
         // ---- fused_add_rmsnorm
+        legitimate("fused_add_rmsnorm", C::reduction_order,
+                   "FP32 sums pairwise / blocked 256, 4096 / reversed, FMA on x 200 seeds",
+                   "LegitimateVariation.FusedAddRMSNormUnderEveryOrderAndContractionPassesDecidableRounding"),
         cpu("fused_add_rmsnorm", C::cast_timing, "variance_from_rounded_residual", K::max_abs_gate,
             variant(fused_add_rmsnorm::reference_variant, fused_add_rmsnorm::Mutant::variance_from_rounded_residual)),
         cpu("fused_add_rmsnorm", C::cast_timing, "residual_out_toward_zero", K::decidable_rounding,
@@ -259,7 +262,6 @@ const std::vector<Reason>& reasons() {
     na("geglu", C::reduction_order, elementwise);
     na("softmax", C::epsilon_placement, no_eps);
     na("cross_entropy", C::epsilon_placement, no_eps);
-    gap("fused_add_rmsnorm", C::reduction_order, "no legitimate-variation or reduction mutant yet");
     gap("cross_entropy", C::reduction_order, "no legitimate-variation or reduction mutant yet");
     return v;
   }();

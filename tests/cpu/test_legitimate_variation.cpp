@@ -1,5 +1,5 @@
 // Legitimate variation (issue: gate 2's false-fail rate), for the reduction ops RMSNorm,
-// OffsetRMSNorm, LayerNorm and softmax (backward), and for the GLU ops (below, the other math precision): evaluations that follow the reference policy (FP32
+// OffsetRMSNorm, fused add + RMSNorm, LayerNorm and softmax (backward), and for the GLU ops (below, the other math precision): evaluations that follow the reference policy (FP32
 // accumulation, one rounding to the output dtype) but differ from the reference in every
 // freedom a kernel has — the order of every sum (serial, reversed, pairwise, blocked by
 // 256 and by 4096 with the blocks' partial sums added serially), FMA contraction of every
@@ -243,6 +243,35 @@ TEST(LegitimateVariation, OffsetRMSNormUnderEveryOrderAndContractionPassesDecida
         Tensor scale(DType::fp32, w.shape);
         for (std::size_t i = 0; i < w.numel(); ++i) scale.set(i, 1.0f + static_cast<float>(w.get(i)));
         return rmsnorm_under(c, {{"x", d.inputs.at("x")}, {"w", scale}, {"dy", d.inputs.at("dy")}}, p);
+      });
+}
+
+TEST(LegitimateVariation, FusedAddRMSNormUnderEveryOrderAndContractionPassesDecidableRounding) {
+  // RMSNorm's evaluation, in FP32 throughout, of h = x + residual (one FP32 addition, as the
+  // reference); residual_out = dtype(h), dx = dtype(dh + d_residual_out), y and dw rounded once.
+  expect_legitimate_variation_passes(
+      "fused_add_rmsnorm", {{1, 1}, {3, 7}, {4, 64}, {2, 255}, {2, 1024}, {3, 4097}}, [](CaseSpec&) {},
+      [](const CaseSpec& c, const CaseData& d, const Policy& p) {
+        const Tensor &x = d.inputs.at("x"), &res = d.inputs.at("residual"), &dres = d.inputs.at("d_residual_out");
+        Tensor h(DType::fp32, x.shape);
+        for (std::size_t i = 0; i < x.numel(); ++i)
+          h.set(i, static_cast<float>(x.get(i)) + static_cast<float>(res.get(i)));
+        CaseSpec fp32 = c;
+        fp32.dtype = DType::fp32;
+        auto inner = rmsnorm_under(fp32, {{"x", h}, {"w", d.inputs.at("w")}, {"dy", d.inputs.at("dy")}}, p);
+        std::map<std::string, Tensor> out;
+        auto rounded = [&](const Tensor& t, auto value) {
+          Tensor o(c.dtype, t.shape);
+          for (std::size_t i = 0; i < t.numel(); ++i) o.set(i, value(i));
+          return o;
+        };
+        out["residual_out"] = rounded(h, [&](std::size_t i) { return h.get(i); });
+        out["y"] = rounded(inner.at("y"), [&](std::size_t i) { return inner.at("y").get(i); });
+        out["dx"] = rounded(inner.at("dx"), [&](std::size_t i) {
+          return static_cast<double>(static_cast<float>(inner.at("dx").get(i)) + static_cast<float>(dres.get(i)));
+        });
+        out["dw"] = rounded(inner.at("dw"), [&](std::size_t i) { return inner.at("dw").get(i); });
+        return out;
       });
 }
 
