@@ -272,7 +272,7 @@ std::map<std::string, GoldenTensor> CrossEntropyOp::golden(const CaseSpec& c,
 }
 
 std::map<std::string, Tensor> reference_variant(const CaseSpec& c, const std::map<std::string, Tensor>& in,
-                                                Mutant mu) {
+                                                Mutant mu, const SumPolicy& pol) {
   const Config k = config_of(c);
   const Tensor &x = in.at("logits"), &dl = in.at("dloss");
   const std::vector<std::int64_t> tg = targets_of(in.at("targets"));
@@ -282,8 +282,7 @@ std::map<std::string, Tensor> reference_variant(const CaseSpec& c, const std::ma
   const float Vf = static_cast<float>(k.vocab), inf = std::numeric_limits<float>::infinity();
   const std::int64_t n = mu == Mutant::mean_over_all_tokens ? k.tokens : count_kept(tg, k.ignore_index);
   Tensor loss(c.dtype, loss_shape(k)), lse(c.dtype, {k.tokens}), dx(c.dtype, c.shape);
-  float total = 0.0f;
-  std::vector<float> s(V);
+  std::vector<float> s(V), ev(V), counted;  // counted: ce of the tokens the loss sums
   for (std::int64_t t = 0; t < k.tokens; ++t) {
     const std::size_t base = static_cast<std::size_t>(t) * V;
     float m = -inf;
@@ -293,11 +292,8 @@ std::map<std::string, Tensor> reference_variant(const CaseSpec& c, const std::ma
       m = max_nan(m, s[j]);
     }
     const bool no_shift = mu == Mutant::no_max_shift;
-    float S = 0.0f, sum_s = 0.0f;
-    for (std::size_t j = 0; j < V; ++j) {
-      S = S + std::exp(no_shift ? s[j] : s[j] - m);
-      sum_s = sum_s + s[j];
-    }
+    for (std::size_t j = 0; j < V; ++j) ev[j] = std::exp(no_shift ? s[j] : s[j] - m);
+    const float S = sum_fp32(ev.data(), k.vocab, pol), sum_s = sum_fp32(s.data(), k.vocab, pol);
     const float lS = std::log(S);
     const float L = no_shift ? lS : m + lS;
     lse.set(static_cast<std::size_t>(t), L);
@@ -311,15 +307,15 @@ std::map<std::string, Tensor> reference_variant(const CaseSpec& c, const std::ma
       const float base_term = no_shift ? 0.0f : lS;
       if (ef > 0) {
         const float sm = no_shift ? L - sum_s / Vf : m - sum_s / Vf;
-        ce = base_term + (1.0f - ef) * a + ef * sm;
+        ce = mul_add(ef, sm, mul_add(1.0f - ef, a, base_term, pol), pol);
       } else {
         ce = base_term + a;
       }
-      if (zf > 0) ce = ce + zf * (L * L);
-      total = total + ce;
+      if (zf > 0) ce = mul_add(zf, L * L, ce, pol);
+      counted.push_back(ce);
     } else if (smooth_only) {
       ce = ef * (lS + (m - sum_s / Vf));
-      total = total + ce;
+      counted.push_back(ce);
     }
     if (k.reduction == 0) loss.set(static_cast<std::size_t>(t), ce);
     // backward
@@ -336,7 +332,7 @@ std::map<std::string, Tensor> reference_variant(const CaseSpec& c, const std::ma
       if (smooth_only) {
         d = ef * (p - 1.0f / Vf);
       } else {
-        d = zf > 0 ? p * (1.0f + (2.0f * zf) * L) : p;
+        d = zf > 0 ? p * mul_add(2.0f * zf, L, 1.0f, pol) : p;
         if (static_cast<std::int64_t>(j) == y) d = d - (1.0f - ef);
         if (ef > 0) d = d - ef / Vf;
       }
@@ -348,6 +344,7 @@ std::map<std::string, Tensor> reference_variant(const CaseSpec& c, const std::ma
     }
   }
   if (k.reduction != 0) {
+    float total = sum_fp32(counted.data(), static_cast<std::int64_t>(counted.size()), pol);
     if (k.reduction == 1) total = n > 0 ? total / static_cast<float>(n) : 0.0f;
     loss.set(0, total);
   }

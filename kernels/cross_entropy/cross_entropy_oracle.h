@@ -104,7 +104,11 @@ enum class Mutant {
 const char* mutant_name(Mutant m);
 
 /// The reference oracle with a mutation applied (Mutant::none = the real reference).
-std::map<std::string, Tensor> reference_variant(const CaseSpec& c, const std::map<std::string, Tensor>& in, Mutant m);
+/// Under the summation policy `p` (numgate/summation.h; default: serial, no FMA): the sums
+/// over the vocabulary (of exp(s - m) and of s), the sum of the tokens' losses, and the
+/// multiply-adds of the smoothing, z-loss and dlogits terms.
+std::map<std::string, Tensor> reference_variant(const CaseSpec& c, const std::map<std::string, Tensor>& in, Mutant m,
+                                                const SumPolicy& p = {});
 
 /// Shape and parameters of a case (validated; throws std::invalid_argument naming the case).
 struct Config {
@@ -132,6 +136,10 @@ class CrossEntropyOp final : public Op {
                                                              const std::map<std::string, Tensor>& in64) const override;
   std::map<std::string, Tensor> reference(const CaseSpec& c, const std::map<std::string, Tensor>& in) const override {
     return reference_variant(c, in, Mutant::none);
+  }
+  std::map<std::string, Tensor> reference_under(const CaseSpec& c, const std::map<std::string, Tensor>& in,
+                                                const SumPolicy& p) const override {
+    return reference_variant(c, in, Mutant::none, p);
   }
 };
 

@@ -155,40 +155,46 @@ std::map<std::string, GoldenTensor> FusedAddRMSNormOp::golden(const CaseSpec& c,
 }
 
 std::map<std::string, Tensor> reference_variant(const CaseSpec& c, const std::map<std::string, Tensor>& in,
-                                                Mutant m) {
+                                                Mutant m, const SumPolicy& p) {
   const RowShape d = dims_of(c);
   const float eps = static_cast<float>(c.param("eps"));
   const float n = static_cast<float>(d.hidden);
   const Tensor &x = in.at("x"), &res = in.at("residual"), &w = in.at("w"), &dy = in.at("dy"),
                &dres = in.at("d_residual_out");
   Tensor ro(c.dtype, c.shape), y(c.dtype, c.shape), dx(c.dtype, c.shape), dw(c.dtype, {d.hidden});
-  std::vector<float> dw_acc(d.hidden, 0.0f), h(d.hidden);
+  const auto H = static_cast<std::size_t>(d.hidden);
+  std::vector<float> h(H), hv(H), g(H);
+  // dy and hhat of every row, for dw = sum over rows of dy * hhat (a column reduction).
+  std::vector<float> dyf(static_cast<std::size_t>(d.rows) * H), hhatf(dyf.size());
   for (std::int64_t r = 0; r < d.rows; ++r) {
-    const std::size_t base = static_cast<std::size_t>(r * d.hidden);
-    float ss = 0.0f, gh = 0.0f;
-    for (std::int64_t i = 0; i < d.hidden; ++i) {
+    const std::size_t base = static_cast<std::size_t>(r) * H;
+    float ss = 0.0f;
+    for (std::size_t i = 0; i < H; ++i) {
       h[i] = static_cast<float>(x.get(base + i)) + static_cast<float>(res.get(base + i));
       ro.set(base + i, h[i]);  // one rounding FP32 -> dtype
       if (m == Mutant::residual_out_toward_zero)
         ro.set(base + i, round_toward_zero(x.get(base + i) + res.get(base + i), c.dtype));
-      const float hv = m == Mutant::variance_from_rounded_residual ? static_cast<float>(ro.get(base + i)) : h[i];
-      const float gi = static_cast<float>(dy.get(base + i)) * static_cast<float>(w.get(i));
-      ss = m == Mutant::bf16_sum_of_squares ? static_cast<float>(round_to_dtype(ss + hv * hv, DType::bf16)) : ss + hv * hv;
-      gh = gh + gi * h[i];
+      hv[i] = m == Mutant::variance_from_rounded_residual ? static_cast<float>(ro.get(base + i)) : h[i];
+      g[i] = static_cast<float>(dy.get(base + i)) * static_cast<float>(w.get(i));
+      if (m == Mutant::bf16_sum_of_squares) ss = static_cast<float>(round_to_dtype(ss + hv[i] * hv[i], DType::bf16));
     }
+    if (m != Mutant::bf16_sum_of_squares) ss = dot_fp32(hv.data(), hv.data(), d.hidden, p);
+    const float gh = dot_fp32(g.data(), h.data(), d.hidden, p);
     const float rstd = m == Mutant::eps_outside_sqrt ? 1.0f / (std::sqrt(ss / n) + eps) : 1.0f / std::sqrt(ss / n + eps);
     const float mgh = gh / n;
-    for (std::int64_t i = 0; i < d.hidden; ++i) {
+    for (std::size_t i = 0; i < H; ++i) {
       const float wi = static_cast<float>(w.get(i));
-      const float dyi = static_cast<float>(dy.get(base + i)), gi = dyi * wi;
+      const float dyi = static_cast<float>(dy.get(base + i)), gi = g[i];
       const float hhat = h[i] * rstd;
       y.set(base + i, hhat * wi);
-      const float dh = rstd * (gi - hhat * (rstd * mgh));
+      const float dh = rstd * mul_add(-hhat, rstd * mgh, gi, p);
       dx.set(base + i, m == Mutant::residual_grad_dropped ? dh : dh + static_cast<float>(dres.get(base + i)));
-      dw_acc[i] = dw_acc[i] + dyi * hhat;
+      dyf[base + i] = dyi;
+      hhatf[base + i] = hhat;
     }
   }
-  for (std::int64_t i = 0; i < d.hidden; ++i) dw.set(i, dw_acc[i]);
+  for (std::size_t i = 0; i < H; ++i)
+    dw.set(i, dot_fp32(dyf.data() + i, hhatf.data() + i, d.rows, p, d.hidden, d.hidden));
   return {{"residual_out", ro}, {"y", y}, {"dx", dx}, {"dw", dw}};
 }
 

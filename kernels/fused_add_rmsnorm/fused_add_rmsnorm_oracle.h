@@ -50,8 +50,12 @@ enum class Mutant {
 };
 const char* mutant_name(Mutant m);
 
-/// The reference oracle with a mutation applied (Mutant::none = the real reference).
-std::map<std::string, Tensor> reference_variant(const CaseSpec& c, const std::map<std::string, Tensor>& in, Mutant m);
+/// The reference oracle with a mutation applied (Mutant::none = the real reference), under
+/// the summation policy `p` (numgate/summation.h; default: the reference's serial order
+/// without FMA): sum h^2, sum g h, the dh multiply-add g - hhat (r mgh) and dw's sum over
+/// rows (bf16_sum_of_squares keeps its serial bf16 accumulation).
+std::map<std::string, Tensor> reference_variant(const CaseSpec& c, const std::map<std::string, Tensor>& in, Mutant m,
+                                                const SumPolicy& p = {});
 
 /// The fused residual-add + RMSNorm op: inputs x, residual, w, dy, d_residual_out; gated
 /// tensors residual_out, y, dx (= gradient of residual too), dw.
@@ -63,6 +67,10 @@ class FusedAddRMSNormOp final : public Op {
   std::map<std::string, GoldenTensor> golden(const CaseSpec& c, const std::map<std::string, Tensor>& in64) const override;
   std::map<std::string, Tensor> reference(const CaseSpec& c, const std::map<std::string, Tensor>& in) const override {
     return reference_variant(c, in, Mutant::none);
+  }
+  std::map<std::string, Tensor> reference_under(const CaseSpec& c, const std::map<std::string, Tensor>& in,
+                                                const SumPolicy& p) const override {
+    return reference_variant(c, in, Mutant::none, p);
   }
 };
 

@@ -166,16 +166,20 @@ std::map<std::string, GoldenTensor> LayerNormOp::golden(const CaseSpec& c,
 }
 
 std::map<std::string, Tensor> reference_variant(const CaseSpec& c, const std::map<std::string, Tensor>& in,
-                                                Mutant m) {
+                                                Mutant m, const SumPolicy& p) {
   const RowShape d = dims_of(c);
   const float eps = static_cast<float>(c.param("eps"));
   const float n = static_cast<float>(d.hidden);
   const Tensor &x = in.at("x"), &w = in.at("w"), &b = in.at("b"), &dy = in.at("dy");
   Tensor y(c.dtype, c.shape), dx(c.dtype, c.shape), dw(c.dtype, {d.hidden}), db(c.dtype, {d.hidden});
-  std::vector<float> dw_acc(d.hidden, 0.0f), db_acc(d.hidden, 0.0f);
+  const auto H = static_cast<std::size_t>(d.hidden);
+  std::vector<float> xr(H), dv(H), g(H);
+  // dy and xhat of every row, for dw and db (column reductions over rows).
+  std::vector<float> dyf(static_cast<std::size_t>(d.rows) * H), xhatf(dyf.size());
   for (std::int64_t r = 0; r < d.rows; ++r) {
-    const std::size_t base = static_cast<std::size_t>(r * d.hidden);
-    auto xv = [&](std::int64_t i) { return static_cast<float>(x.get(base + i)); };
+    const std::size_t base = static_cast<std::size_t>(r) * H;
+    for (std::size_t i = 0; i < H; ++i) xr[i] = static_cast<float>(x.get(base + i));
+    auto xv = [&](std::int64_t i) { return xr[static_cast<std::size_t>(i)]; };
     float mean = 0.0f, var = 0.0f;
     if (m == Mutant::naive_variance) {
       float s = 0.0f, ss = 0.0f;
@@ -198,39 +202,32 @@ std::map<std::string, Tensor> reference_variant(const CaseSpec& c, const std::ma
       }
       var = q / np;
     } else {
-      float s = 0.0f;
-      for (std::int64_t i = 0; i < d.hidden; ++i) s = s + xv(i);
-      mean = s / n;
+      mean = sum_fp32(xr.data(), d.hidden, p) / n;
       if (m == Mutant::mean_in_bf16) mean = static_cast<float>(round_to_dtype(mean, DType::bf16));
-      float q = 0.0f;
-      for (std::int64_t i = 0; i < d.hidden; ++i) {
-        const float di = xv(i) - mean;
-        q = q + di * di;
-      }
-      var = q / n;
+      for (std::size_t i = 0; i < H; ++i) dv[i] = xr[i] - mean;
+      var = dot_fp32(dv.data(), dv.data(), d.hidden, p) / n;
     }
     const float rstd = m == Mutant::eps_outside_sqrt ? 1.0f / (std::sqrt(var) + eps) : 1.0f / std::sqrt(var + eps);
-    float sg = 0.0f, sgd = 0.0f;
-    for (std::int64_t i = 0; i < d.hidden; ++i) {
-      const float gi = static_cast<float>(dy.get(base + i)) * static_cast<float>(w.get(i));
-      sg = sg + gi;
-      sgd = sgd + gi * (xv(i) - mean);
+    for (std::size_t i = 0; i < H; ++i) {
+      g[i] = static_cast<float>(dy.get(base + i)) * static_cast<float>(w.get(i));
+      dv[i] = xr[i] - mean;
     }
+    const float sg = sum_fp32(g.data(), d.hidden, p), sgd = dot_fp32(g.data(), dv.data(), d.hidden, p);
     const float a = sg / n;
     const float cc = rstd * (sgd / n);
-    for (std::int64_t i = 0; i < d.hidden; ++i) {
+    for (std::size_t i = 0; i < H; ++i) {
       const float wi = static_cast<float>(w.get(i)), bi = static_cast<float>(b.get(i));
-      const float dyi = static_cast<float>(dy.get(base + i)), gi = dyi * wi;
-      const float xhat = (xv(i) - mean) * rstd;
-      y.set(base + i, xhat * wi + bi);
-      dx.set(base + i, rstd * ((gi - a) - xhat * cc));
-      dw_acc[i] = dw_acc[i] + dyi * xhat;
-      db_acc[i] = db_acc[i] + dyi;
+      const float dyi = static_cast<float>(dy.get(base + i)), gi = g[i];
+      const float xhat = dv[i] * rstd;
+      y.set(base + i, mul_add(xhat, wi, bi, p));
+      dx.set(base + i, rstd * mul_add(-xhat, cc, gi - a, p));
+      dyf[base + i] = dyi;
+      xhatf[base + i] = xhat;
     }
   }
-  for (std::int64_t i = 0; i < d.hidden; ++i) {
-    dw.set(i, dw_acc[i]);
-    db.set(i, db_acc[i]);
+  for (std::size_t i = 0; i < H; ++i) {
+    dw.set(i, dot_fp32(dyf.data() + i, xhatf.data() + i, d.rows, p, d.hidden, d.hidden));
+    db.set(i, sum_fp32(dyf.data() + i, d.rows, p, d.hidden));
   }
   return {{"y", y}, {"dx", dx}, {"dw", dw}, {"db", db}};
 }

@@ -52,8 +52,12 @@ enum class Mutant {
 };
 const char* mutant_name(Mutant m);
 
-/// The reference oracle with a mutation applied (Mutant::none = the real reference).
-std::map<std::string, Tensor> reference_variant(const CaseSpec& c, const std::map<std::string, Tensor>& in, Mutant m);
+/// The reference oracle with a mutation applied (Mutant::none = the real reference), under
+/// the summation policy `p` (numgate/summation.h; default: serial, no FMA): the row sums of
+/// x, (x - mean)^2, g and g (x - mean), the multiply-adds of y and dx, and dw's and db's
+/// sums over rows (the naive_variance and padded_lanes mutants keep their serial sums).
+std::map<std::string, Tensor> reference_variant(const CaseSpec& c, const std::map<std::string, Tensor>& in, Mutant m,
+                                                const SumPolicy& p = {});
 
 /// The LayerNorm op: inputs x, w, b, dy; gated tensors y, dx, dw, db.
 class LayerNormOp final : public Op {
@@ -64,6 +68,10 @@ class LayerNormOp final : public Op {
   std::map<std::string, GoldenTensor> golden(const CaseSpec& c, const std::map<std::string, Tensor>& in64) const override;
   std::map<std::string, Tensor> reference(const CaseSpec& c, const std::map<std::string, Tensor>& in) const override {
     return reference_variant(c, in, Mutant::none);
+  }
+  std::map<std::string, Tensor> reference_under(const CaseSpec& c, const std::map<std::string, Tensor>& in,
+                                                const SumPolicy& p) const override {
+    return reference_variant(c, in, Mutant::none, p);
   }
 };
 

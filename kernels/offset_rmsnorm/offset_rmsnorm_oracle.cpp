@@ -95,7 +95,7 @@ std::map<std::string, GoldenTensor> OffsetRMSNormOp::golden(const CaseSpec& c,
 }
 
 std::map<std::string, Tensor> reference_variant(const CaseSpec& c, const std::map<std::string, Tensor>& in,
-                                                Mutant m) {
+                                                Mutant m, const SumPolicy& p) {
   const Tensor& w = in.at("w");
   Tensor wp(DType::fp32, w.shape);
   for (std::size_t i = 0; i < w.numel(); ++i) {
@@ -108,7 +108,8 @@ std::map<std::string, Tensor> reference_variant(const CaseSpec& c, const std::ma
   return rmsnorm::reference_variant(c, {{"x", in.at("x")}, {"w", wp}, {"dy", in.at("dy")}},
                                     m == Mutant::eps_outside_sqrt      ? rmsnorm::Mutant::eps_outside_sqrt
                                     : m == Mutant::bf16_sum_of_squares ? rmsnorm::Mutant::bf16_sum_of_squares
-                                                                       : rmsnorm::Mutant::none);
+                                                                       : rmsnorm::Mutant::none,
+                                    p);
 }
 
 

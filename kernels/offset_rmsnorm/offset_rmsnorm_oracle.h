@@ -45,8 +45,11 @@ enum class Mutant {
 };
 const char* mutant_name(Mutant m);
 
-/// The reference oracle with a mutation applied (Mutant::none = the real reference).
-std::map<std::string, Tensor> reference_variant(const CaseSpec& c, const std::map<std::string, Tensor>& in, Mutant m);
+/// The reference oracle with a mutation applied (Mutant::none = the real reference), under
+/// the summation policy `p` (RMSNorm's, rmsnorm_oracle.h; the FP32 scale 1 + w is one
+/// addition, no freedom).
+std::map<std::string, Tensor> reference_variant(const CaseSpec& c, const std::map<std::string, Tensor>& in, Mutant m,
+                                                const SumPolicy& p = {});
 
 /// The OffsetRMSNorm op: inputs x, w, dy; gated tensors y, dx, dw.
 class OffsetRMSNormOp final : public Op {
@@ -59,6 +62,10 @@ class OffsetRMSNormOp final : public Op {
   std::map<std::string, GoldenTensor> golden(const CaseSpec& c, const std::map<std::string, Tensor>& in64) const override;
   std::map<std::string, Tensor> reference(const CaseSpec& c, const std::map<std::string, Tensor>& in) const override {
     return reference_variant(c, in, Mutant::none);
+  }
+  std::map<std::string, Tensor> reference_under(const CaseSpec& c, const std::map<std::string, Tensor>& in,
+                                                const SumPolicy& p) const override {
+    return reference_variant(c, in, Mutant::none, p);
   }
 };
 

@@ -108,36 +108,45 @@ std::map<std::string, GoldenTensor> RMSNormOp::golden(const CaseSpec& c,
 }
 
 std::map<std::string, Tensor> reference_variant(const CaseSpec& c, const std::map<std::string, Tensor>& in,
-                                                Mutant m) {
+                                                Mutant m, const SumPolicy& p) {
   const RowShape d = dims_of(c);
   const float eps = static_cast<float>(c.param("eps"));
   const float n = static_cast<float>(d.hidden);
   const Tensor &x = in.at("x"), &w = in.at("w"), &dy = in.at("dy");
   Tensor y(c.dtype, c.shape), dx(c.dtype, c.shape), dw(c.dtype, {d.hidden});
-  std::vector<float> dw_acc(d.hidden, 0.0f);
+  const auto H = static_cast<std::size_t>(d.hidden);
+  // dy and xhat of every row, for dw = sum over rows of dy * xhat (a column reduction).
+  std::vector<float> dyf(static_cast<std::size_t>(d.rows) * H), xhatf(dyf.size());
+  std::vector<float> xr(H), gr(H);
   auto bf16 = [](float v) { return static_cast<float>(round_to_dtype(v, DType::bf16)); };
   auto out = [&](float v) { return static_cast<float>(round_to_dtype(v, c.dtype)); };
   for (std::int64_t r = 0; r < d.rows; ++r) {
-    const std::size_t base = static_cast<std::size_t>(r * d.hidden);
-    float ss = 0.0f, gx = 0.0f;
-    for (std::int64_t i = 0; i < d.hidden; ++i) {
-      const float xi = static_cast<float>(x.get(base + i));
-      const float gi = static_cast<float>(dy.get(base + i)) * static_cast<float>(w.get(i));
-      ss = m == Mutant::bf16_sum_of_squares ? bf16(ss + xi * xi) : ss + xi * xi;
-      gx = gx + gi * xi;
+    const std::size_t base = static_cast<std::size_t>(r) * H;
+    for (std::size_t i = 0; i < H; ++i) {
+      xr[i] = static_cast<float>(x.get(base + i));
+      gr[i] = static_cast<float>(dy.get(base + i)) * static_cast<float>(w.get(i));
     }
+    float ss = 0.0f;
+    if (m == Mutant::bf16_sum_of_squares) {
+      for (std::size_t i = 0; i < H; ++i) ss = bf16(ss + xr[i] * xr[i]);
+    } else {
+      ss = dot_fp32(xr.data(), xr.data(), d.hidden, p);
+    }
+    const float gx = dot_fp32(gr.data(), xr.data(), d.hidden, p);
     const float rstd = m == Mutant::eps_outside_sqrt ? 1.0f / (std::sqrt(ss / n) + eps) : 1.0f / std::sqrt(ss / n + eps);
     const float mgx = gx / n;
-    for (std::int64_t i = 0; i < d.hidden; ++i) {
-      const float xi = static_cast<float>(x.get(base + i)), wi = static_cast<float>(w.get(i));
-      const float dyi = static_cast<float>(dy.get(base + i)), gi = dyi * wi;
+    for (std::size_t i = 0; i < H; ++i) {
+      const float xi = xr[i], wi = static_cast<float>(w.get(i));
+      const float dyi = static_cast<float>(dy.get(base + i)), gi = gr[i];
       const float xhat = xi * rstd;
       y.set(base + i, m == Mutant::cast_before_weight ? out(wi * out(xhat)) : (xi * rstd) * wi);
-      dx.set(base + i, rstd * (gi - xhat * (rstd * mgx)));
-      dw_acc[i] = dw_acc[i] + dyi * xhat;
+      dx.set(base + i, rstd * mul_add(-xhat, rstd * mgx, gi, p));
+      dyf[base + i] = dyi;
+      xhatf[base + i] = xhat;
     }
   }
-  for (std::int64_t i = 0; i < d.hidden; ++i) dw.set(i, dw_acc[i]);
+  for (std::size_t i = 0; i < H; ++i)
+    dw.set(i, dot_fp32(dyf.data() + i, xhatf.data() + i, d.rows, p, d.hidden, d.hidden));
   return {{"y", y}, {"dx", dx}, {"dw", dw}};
 }
 

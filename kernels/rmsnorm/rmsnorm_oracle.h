@@ -46,8 +46,13 @@ enum class Mutant {
 };
 const char* mutant_name(Mutant m);
 
-/// The reference oracle with a mutation applied (Mutant::none = the real reference).
-std::map<std::string, Tensor> reference_variant(const CaseSpec& c, const std::map<std::string, Tensor>& in, Mutant m);
+/// The reference oracle with a mutation applied (Mutant::none = the real reference), its
+/// sums and multiply-adds under the summation policy `p` (numgate/summation.h; the default
+/// is the reference's own: serial, no FMA). Policies apply to ss = sum x^2, sum g x, the
+/// dx multiply-add g - xhat (r mgx) and dw's sum over rows (bf16_sum_of_squares keeps its
+/// serial bf16 accumulation).
+std::map<std::string, Tensor> reference_variant(const CaseSpec& c, const std::map<std::string, Tensor>& in, Mutant m,
+                                                const SumPolicy& p = {});
 
 /// The RMSNorm op: inputs x, w, dy; gated tensors y, dx, dw.
 class RMSNormOp final : public Op {
@@ -60,6 +65,10 @@ class RMSNormOp final : public Op {
   std::map<std::string, GoldenTensor> golden(const CaseSpec& c, const std::map<std::string, Tensor>& in64) const override;
   std::map<std::string, Tensor> reference(const CaseSpec& c, const std::map<std::string, Tensor>& in) const override {
     return reference_variant(c, in, Mutant::none);
+  }
+  std::map<std::string, Tensor> reference_under(const CaseSpec& c, const std::map<std::string, Tensor>& in,
+                                                const SumPolicy& p) const override {
+    return reference_variant(c, in, Mutant::none, p);
   }
 };
 

@@ -189,7 +189,7 @@ std::map<std::string, GoldenTensor> RopeOp::golden(const CaseSpec& c, const std:
 }
 
 std::map<std::string, Tensor> reference_variant(const CaseSpec& c, const std::map<std::string, Tensor>& in,
-                                                Mutant m) {
+                                                Mutant m, const SumPolicy& pol) {
   const Dims d = dims_of(c);
   bool il = interleaved_of(c);
   if (m == Mutant::wrong_pairing) il = !il;
@@ -216,7 +216,13 @@ std::map<std::string, Tensor> reference_variant(const CaseSpec& c, const std::ma
         for (std::int64_t f = 0; f < half; ++f) {
           const Pair p = pair_of(base, f, d.head_dim, il);
           float y1, y2;
-          math::rotate(static_cast<float>(x.get(p.i1)), static_cast<float>(x.get(p.i2)), cs[f], sn[f], y1, y2);
+          const float x1 = static_cast<float>(x.get(p.i1)), x2 = static_cast<float>(x.get(p.i2));
+          if (pol.fma) {  // each rotation as one FMA and one product
+            y1 = std::fmaf(x1, cs[f], -(x2 * sn[f]));
+            y2 = std::fmaf(x2, cs[f], x1 * sn[f]);
+          } else {
+            math::rotate(x1, x2, cs[f], sn[f], y1, y2);
+          }
           y.set(p.i1, y1);
           y.set(p.i2, y2);
         }

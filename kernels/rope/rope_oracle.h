@@ -66,8 +66,11 @@ enum class Mutant {
 };
 const char* mutant_name(Mutant m);
 
-/// The reference oracle with a mutation applied (Mutant::none = the real reference).
-std::map<std::string, Tensor> reference_variant(const CaseSpec& c, const std::map<std::string, Tensor>& in, Mutant m);
+/// The reference oracle with a mutation applied (Mutant::none = the real reference). RoPE
+/// sums nothing: of a summation policy (numgate/summation.h) only `fma` applies, each
+/// rotation x1 c - x2 s, x2 c + x1 s then taken as fmaf(x1, c, -(x2 s)), fmaf(x2, c, x1 s).
+std::map<std::string, Tensor> reference_variant(const CaseSpec& c, const std::map<std::string, Tensor>& in, Mutant m,
+                                                const SumPolicy& p = {});
 
 /// Shape of a RoPE case: q [batch, seq, q_heads, head_dim] (the case shape), kv_heads
 /// from the parameter. Throws std::invalid_argument naming the case when illegal.
@@ -89,6 +92,10 @@ class RopeOp final : public Op {
                                                              const std::map<std::string, Tensor>& in64) const override;
   std::map<std::string, Tensor> reference(const CaseSpec& c, const std::map<std::string, Tensor>& in) const override {
     return reference_variant(c, in, Mutant::none);
+  }
+  std::map<std::string, Tensor> reference_under(const CaseSpec& c, const std::map<std::string, Tensor>& in,
+                                                const SumPolicy& p) const override {
+    return reference_variant(c, in, Mutant::none, p);
   }
 };
 

@@ -76,14 +76,14 @@ A max_nan(A a, A b) {
 }
 
 /// The reference forward (FP32), with the forward mutants.
-Tensor forward_reference(const CaseSpec& c, const Tensor& x, const Tensor& mask, Mutant mu) {
+Tensor forward_reference(const CaseSpec& c, const Tensor& x, const Tensor& mask, Mutant mu, const SumPolicy& p = {}) {
   const Dims d = dims_of(c);
   const int mode = mask_mode_of(c);
   const float sf = static_cast<float>(c.param("scale"));
   const float inf = std::numeric_limits<float>::infinity();
   Tensor y(c.dtype, c.shape);
   RowMask rm;
-  std::vector<float> z(static_cast<std::size_t>(d.k_len)), e(static_cast<std::size_t>(d.k_len));
+  std::vector<float> z(static_cast<std::size_t>(d.k_len)), e(static_cast<std::size_t>(d.k_len)), kept;
   for (std::int64_t r = 0; r < d.rows; ++r) {
     const std::size_t base = static_cast<std::size_t>(r * d.k_len);
     row_mask(c, d, mode, mask, r, mu == Mutant::causal_top_left, rm);
@@ -94,8 +94,10 @@ Tensor forward_reference(const CaseSpec& c, const Tensor& x, const Tensor& mask,
         continue;
       }
       const float xs = static_cast<float>(x.get(base + j));
-      float zj = mu == Mutant::scale_after_softmax ? xs : xs * sf;
-      if (mode == 2) zj = zj + static_cast<float>(rm.bias[j]);
+      const float bias = mode == 2 ? static_cast<float>(rm.bias[j]) : 0.0f;
+      float zj;
+      if (mu == Mutant::scale_after_softmax) zj = mode == 2 ? xs + bias : xs;
+      else zj = mode == 2 ? mul_add(xs, sf, bias, p) : xs * sf;
       z[j] = zj;
       m = max_nan(m, zj);
     }
@@ -113,13 +115,14 @@ Tensor forward_reference(const CaseSpec& c, const Tensor& x, const Tensor& mask,
       for (std::int64_t j = 0; j < d.k_len; ++j) y.set(base + j, 0.0);
       continue;
     }
-    float s = 0.0f;
+    kept.clear();
     for (std::int64_t j = 0; j < d.k_len; ++j) {
       if (!rm.keep[j]) continue;
       e[j] = mu == Mutant::no_max_subtraction ? std::exp(z[j]) : std::exp(z[j] - m);
       if (mu == Mutant::exp_in_output_dtype) e[j] = static_cast<float>(round_to_dtype(e[j], c.dtype));
-      s = s + e[j];
+      kept.push_back(e[j]);
     }
+    const float s = sum_fp32(kept.data(), static_cast<std::int64_t>(kept.size()), p);
     for (std::int64_t j = 0; j < d.k_len; ++j) {
       if (!rm.keep[j]) {
         y.set(base + j, 0.0);
@@ -292,20 +295,23 @@ std::map<std::string, GoldenTensor> SoftmaxOp::golden(const CaseSpec& c, const s
 }
 
 std::map<std::string, Tensor> reference_variant(const CaseSpec& c, const std::map<std::string, Tensor>& in,
-                                                Mutant m) {
+                                                Mutant m, const SumPolicy& p) {
   const Dims d = dims_of(c);
   const float sf = static_cast<float>(c.param("scale"));
   const Tensor &x = in.at("x"), &mask = in.at("mask"), &dy = in.at("dy"), &yf = in.at("y_fwd");
-  Tensor y = forward_reference(c, x, mask, m);
+  Tensor y = forward_reference(c, x, mask, m, p);
   Tensor dx(c.dtype, c.shape);
+  const auto K = static_cast<std::size_t>(d.k_len);
+  std::vector<float> dyr(K), yr(K);
   for (std::int64_t r = 0; r < d.rows; ++r) {
-    const std::size_t base = static_cast<std::size_t>(r * d.k_len);
-    float dot = 0.0f;
-    for (std::int64_t j = 0; j < d.k_len; ++j)
-      dot = dot + static_cast<float>(dy.get(base + j)) * static_cast<float>(yf.get(base + j));
-    for (std::int64_t j = 0; j < d.k_len; ++j) {
-      const float yj = static_cast<float>(yf.get(base + j)), dyj = static_cast<float>(dy.get(base + j));
-      const float g = yj * (dyj - dot);
+    const std::size_t base = static_cast<std::size_t>(r) * K;
+    for (std::size_t j = 0; j < K; ++j) {
+      dyr[j] = static_cast<float>(dy.get(base + j));
+      yr[j] = static_cast<float>(yf.get(base + j));
+    }
+    const float dot = dot_fp32(dyr.data(), yr.data(), d.k_len, p);
+    for (std::size_t j = 0; j < K; ++j) {
+      const float g = yr[j] * (dyr[j] - dot);
       dx.set(base + j, m == Mutant::dx_missing_scale ? g : sf * g);
     }
   }

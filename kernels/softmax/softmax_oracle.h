@@ -77,8 +77,12 @@ enum class Mutant {
 };
 const char* mutant_name(Mutant m);
 
-/// The reference oracle with a mutation applied (Mutant::none = the real reference).
-std::map<std::string, Tensor> reference_variant(const CaseSpec& c, const std::map<std::string, Tensor>& in, Mutant m);
+/// The reference oracle with a mutation applied (Mutant::none = the real reference), under
+/// the summation policy `p` (numgate/summation.h; default: serial, no FMA): the sum of the
+/// exponentials, the scale-and-bias multiply-add of mask mode 2, and the backward's
+/// <dy, y_fwd> (the max is exact in any order).
+std::map<std::string, Tensor> reference_variant(const CaseSpec& c, const std::map<std::string, Tensor>& in, Mutant m,
+                                                const SumPolicy& p = {});
 
 /// The softmax op: inputs x, mask, dy, y_fwd; gated tensors y (forward) and dx (backward).
 class SoftmaxOp final : public Op {
@@ -94,6 +98,10 @@ class SoftmaxOp final : public Op {
                                                              const std::map<std::string, Tensor>& in64) const override;
   std::map<std::string, Tensor> reference(const CaseSpec& c, const std::map<std::string, Tensor>& in) const override {
     return reference_variant(c, in, Mutant::none);
+  }
+  std::map<std::string, Tensor> reference_under(const CaseSpec& c, const std::map<std::string, Tensor>& in,
+                                                const SumPolicy& p) const override {
+    return reference_variant(c, in, Mutant::none, p);
   }
 };
 

@@ -33,8 +33,9 @@ struct MutantRun {
 /// reference, tensor by tensor, exactly as the GPU replay gates a kernel's outputs.
 inline MutantRun gate_outputs(const CaseData& c, const std::map<std::string, Tensor>& out) {
   MutantRun run;
+  const CaseGate gate(find_op(c.op), c);  // with the order evidence (numgate/gate.h)
   for (const auto& t : c.output_names) {
-    const GateResult r = evaluate_gate(t, c.spec, c.golden.at(t), c.reference.at(t), &out.at(t));
+    const GateResult r = gate(t, &out.at(t));
     run.verdict = combine(run.verdict, r.verdict);
     const bool first_fail = r.verdict == Verdict::fail && run.failing_tensors.empty();
     if (r.verdict == Verdict::fail) run.failing_tensors += " " + t;

@@ -38,7 +38,9 @@ std::string without_rounding_line(const std::string& text, bool drop_verdict) {
   std::string line, out;
   bool first = true;
   while (std::getline(in, line)) {
-    const bool skip = (first && drop_verdict) || line.rfind("  decidable rounding:", 0) == 0;
+    // (and without its "decided by" line: the legacy gate names no rule)
+    const bool skip = (first && drop_verdict) || line.rfind("  decidable rounding:", 0) == 0 ||
+                      line.rfind("  decided by:", 0) == 0;
     first = false;
     if (!skip) out += line + "\n";
   }

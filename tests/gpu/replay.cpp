@@ -370,6 +370,7 @@ GatedLaunches gate_launches(const CaseData& c, const TargetPass& pass, const std
   GatedLaunches out;
   for (const PassRun& r : runs) out.problems.insert(out.problems.end(), r.problems.begin(), r.problems.end());
   int differing = 0, max_distinct = 1;
+  const CaseGate gate(find_op(c.op), c);  // with the order evidence (numgate/gate.h)
   for (const auto& t : writes) {
     // Bitwise-distinct results, in launch order.
     std::vector<const Tensor*> distinct;
@@ -384,7 +385,7 @@ GatedLaunches gate_launches(const CaseData& c, const TargetPass& pass, const std
       GateResult g;
       {
         ScopedTime timed(timings().gate);
-        g = evaluate_gate(t, c.spec, c.golden.at(t), c.reference.at(t), d);
+        g = gate(t, d);
       }
       const bool worse = first || combine(worst.verdict, g.verdict) != worst.verdict ||
                          (g.verdict == worst.verdict && g.target_error > worst.target_error);

@@ -54,7 +54,7 @@ Caught replay_mutant(const CaseData& c, Kind kind) {
   const std::string diff = first_bit_difference(a.outputs.at("y"), b.outputs.at("y"));
   k.unwritten_or_racy = !diff.empty();
   if (!diff.empty()) k.detail += "two launches differ: " + diff + "\n";
-  const GateResult r = evaluate_gate("y", c.spec, c.golden.at("y"), c.reference.at("y"), &a.outputs.at("y"));
+  const GateResult r = CaseGate(find_op(c.op), c)("y", &a.outputs.at("y"));  // as the replay gates
   k.gate_fail = r.verdict == Verdict::fail;
   for (auto c : matrix::checks_fired(r)) k.checks += std::string(k.checks.empty() ? "" : "+") + matrix::check_name(c);
   k.detail += describe(r, c.spec);
