@@ -1,18 +1,18 @@
 // Legitimate variation (issue 10, gate 2's false-fail rate): evaluations that follow an
 // op's reference dtype policy but differ from the reference in every freedom a kernel has
-// — the order of every sum (serial, reversed, pairwise, blocked by 256 and by 4096, a GPU
-// block's 256 strided lanes and tree) and
+// — the order of every sum (serial, reversed, pairwise, blocked by 256 and by 4096, GPU
+// block reductions over vectors of 4 and of 8 terms) and
 // FMA contraction of every multiply-add — fed to the whole gate as the target, the way the
 // replay gates a kernel (numgate::CaseGate: every rule, with the order evidence). The
 // evaluations are the ops' own references under a summation policy (Op::reference_under,
 // numgate/summation.h), for every op with a reduction or a multiply-add (RMSNorm,
 // OffsetRMSNorm, fused add + RMSNorm, LayerNorm, softmax, cross-entropy, RoPE), on 200
 // fresh seeds per op over its declared committed and small generated cases (shapes,
-// patterns, parameters cycled through), all twelve policies each.
+// patterns, parameters cycled through), all fourteen policies each.
 //
 // Asserted: nothing FAILs and nothing is INCONCLUSIVE — neither by decidable rounding
 // (a proof: every legitimate evaluation rounds a decidable element as the golden does)
-// nor by the max-abs threshold with the order evidence. Four of the twelve policies
+// nor by the max-abs threshold with the order evidence. Four of the fourteen policies
 // (blocked256 and blocked4096, without and with FMA) are held out of the evidence
 // (order_evidence_policies()); printed: how many of their evaluations differ bitwise from
 // the reference and from every evidence evaluation (blocked orders equal serial below 256
