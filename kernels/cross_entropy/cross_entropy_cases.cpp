@@ -168,6 +168,36 @@ std::vector<CaseSpec> CrossEntropyOp::cases() const {
       c(D::bf16, {512, 151936}, 100).pattern("mixed").param("reduction", mean)
           .description("production: 512 x 151,936 bf16 (benchmark: 8192 tokens)")
           .production(),
+      c(D::fp16, {6, 64}, 70).pattern("value_coverage").param("reduction", none)
+          .description("value coverage: subnormal and near-overflow loss, near-overflow dlogits, lse cancelling, "
+                       "a very negative row").production(),
+  };
+}
+
+// Value coverage (issue 10, item 4; numgate/coverage.h): for every gated tensor, the case that
+// covers each property, or why it does not apply. Checked on the named cases by
+// tests/cpu/test_value_coverage.cpp.
+// value_coverage (cross_entropy_oracle.cpp): subnormal and near-overflow losses, dlogits near fp16 max, a cancelling lse, a very negative row.
+std::vector<CoverageItem> CrossEntropyOp::value_coverage() const {
+  using P = ValueProperty;
+  return {
+      covered("loss", P::exact_zero_row, "fp32_3x50_all_ignored_mean_ls_z_seed60"),
+      covered("loss", P::exact_zero_column, "bf16_3x9_mixed_none_seed23"),
+      covered("loss", P::subnormal_result, "fp16_6x64_value_coverage_none_seed70"),
+      covered("loss", P::cancellation, "fp16_6x64_value_coverage_none_seed70"),
+      covered("loss", P::near_overflow, "fp16_6x64_value_coverage_none_seed70"),
+      does_not_apply("lse", P::exact_zero_row, "lse = m + log S with S >= 1 (the maximum's own term): never zero by its terms"),
+      does_not_apply("lse", P::exact_zero_column, "lse = m + log S with S >= 1 (the maximum's own term): never zero by its terms"),
+      does_not_apply("lse", P::subnormal_result, "lse >= max logit + log(S), S >= 1: subnormal only as a copy of a subnormal logit (vocab 1), not by the formula"),
+      covered("lse", P::cancellation, "fp16_6x64_value_coverage_none_seed70"),
+      covered("lse", P::near_overflow, "fp16_4x64_extreme_none_seed51"),
+      covered("dlogits", P::exact_zero_row, "fp32_6x37_mixed_mean_ls_z_seed1"),
+      covered("dlogits", P::exact_zero_column, "fp32_3x50_all_ignored_mean_ls_z_seed60"),
+      covered("dlogits", P::subnormal_result, "fp16_5x33_softcap_sum_ls_cap_seed3"),
+      covered("dlogits", P::cancellation, "bf16_4x40_extreme_none_seed2"),
+      covered("dlogits", P::near_overflow, "fp16_6x64_value_coverage_none_seed70"),
+      covered("logits", P::tie_at_max, "bf16_4x40_extreme_none_seed2"),
+      covered("logits", P::very_negative_row, "fp16_6x64_value_coverage_none_seed70"),
   };
 }
 

@@ -15,7 +15,7 @@ namespace numgate::cross_entropy {
 namespace {
 
 // Stream ids of the inputs (a case's tensors must draw from different streams).
-enum : std::uint32_t { kStreamLogits = 1, kStreamTargets = 2, kStreamDloss = 3 };
+enum : std::uint32_t { kStreamLogits = 1, kStreamTargets = 2, kStreamDloss = 3, kStreamPattern = 4 };
 
 template <class A>
 A max_nan(A a, A b) {
@@ -154,9 +154,31 @@ std::map<std::string, Tensor> CrossEntropyOp::make_inputs(const CaseSpec& c) con
     tg.set(2, 2.0);
     x.set(3 * V + 1, nan);
     ignore(3);
+  } else if (c.pattern == "value_coverage") {
+    // fp16, reduction none, tokens >= 5, vocab >= 64 (issue 10, item 4):
+    //   token 0: target logit 14.5, the rest 0: loss = log(1 + (V-1) e^-14.5) ~ 3e-5, subnormal
+    //   token 1: target logit -30000, one logit +30000, the rest 0: loss ~ 60000, near fp16 max
+    //   token 2: normal logits, dloss 40000: dlogits[target] ~ -40000 (p ~ 1/V), near fp16 max
+    //   token 3: every logit -4.15625 (~ -ln 64): lse = 0.0026, m and log S cancel; all tied
+    //   token 4: logits -20000 - 16 k (k in [0, 8)): every one very negative, loss finite
+    if (c.dtype != DType::fp16 || k.reduction != 0 || k.tokens < 5 || k.vocab < 64)
+      throw std::invalid_argument("cross_entropy case '" + c.name +
+                                  "': pattern value_coverage needs fp16, reduction none, tokens >= 5, vocab >= 64");
+    const RandomStream rp(c.seed, kStreamPattern);
+    for (std::size_t j = 0; j < V; ++j) {
+      x.set(j, j == 0 ? 14.5 : 0.0);
+      x.set(V + j, j == 0 ? -30000.0 : j == 1 ? 30000.0 : 0.0);
+      x.set(3 * V + j, -4.15625);
+      x.set(4 * V + j, -20000.0 - 16.0 * std::floor(8.0 * rp.uniform(4 * V + j)));
+    }
+    tg.set(0, 0.0);
+    tg.set(1, 0.0);
+    dl.set(1, 0.5);
+    dl.set(2, 40000.0);
   } else {
     throw std::invalid_argument("cross_entropy case '" + c.name + "': unknown pattern '" + c.pattern +
-                                "' (known: normal, mixed, confident, softcap, extreme, all_ignored, nonfinite)");
+                                "' (known: normal, mixed, confident, softcap, extreme, all_ignored, nonfinite, "
+                                "value_coverage)");
   }
   require_valid_targets(c, k, targets_of(tg));
   return {{"logits", x}, {"targets", tg}, {"dloss", dl}};

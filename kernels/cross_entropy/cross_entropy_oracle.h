@@ -128,6 +128,7 @@ class CrossEntropyOp final : public Op {
  public:
   const OpDescriptor& descriptor() const override;  // cross_entropy_oracle.cpp: tensors, passes, formula_version
   std::vector<CaseSpec> cases() const override;  // cross_entropy_cases.cpp
+  std::vector<CoverageItem> value_coverage() const override;  // cross_entropy_cases.cpp: the checklist
   std::map<std::string, Tensor> make_inputs(const CaseSpec& c) const override;
   std::map<std::string, GoldenTensor> golden(const CaseSpec& c, const std::map<std::string, Tensor>& in64) const override;
   /// Gate 1: the default rule (a token with a NaN/Inf logit is excluded) and, for the mean

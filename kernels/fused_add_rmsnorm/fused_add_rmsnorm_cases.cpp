@@ -63,6 +63,39 @@ std::vector<CaseSpec> FusedAddRMSNormOp::cases() const {
       c(D::bf16, {2, 65536}, 460).description("largest supported hidden (streaming forward and backward)").production(),
       c(D::bf16, {4, 512, 4096}, 461).pattern("rounding_bias").description("production shape, every sum rounds down")
           .production(),
+      c(D::fp16, {8, 64}, 414).pattern("value_coverage")
+          .description("value coverage: zero rows and columns, zero and huge scales, subnormal and near-overflow results").production(),
+  };
+}
+
+// Value coverage (issue 10, item 4; numgate/coverage.h): for every gated tensor, the case that
+// covers each property, or why it does not apply. Checked on the named cases by
+// tests/cpu/test_value_coverage.cpp.
+// value_coverage: RMSNorm's pattern on h = x (residual 0) plus x = residual = 0.3 M at [7][7].
+std::vector<CoverageItem> FusedAddRMSNormOp::value_coverage() const {
+  using P = ValueProperty;
+  return {
+      covered("residual_out", P::exact_zero_row, "fp16_8x64_value_coverage_seed414"),
+      covered("residual_out", P::exact_zero_column, "fp16_8x64_value_coverage_seed414"),
+      covered("residual_out", P::subnormal_result, "fp16_8x64_value_coverage_seed414"),
+      covered("residual_out", P::cancellation, "fp16_2x3072_seed456"),
+      covered("residual_out", P::near_overflow, "fp16_8x64_value_coverage_seed414"),
+      covered("y", P::exact_zero_row, "fp16_8x64_value_coverage_seed414"),
+      covered("y", P::exact_zero_column, "fp16_8x64_value_coverage_seed414"),
+      covered("y", P::subnormal_result, "fp16_8x64_value_coverage_seed414"),
+      does_not_apply("y", P::cancellation, "a product of factors (h rstd w): nothing cancels"),
+      covered("y", P::near_overflow, "fp16_8x64_value_coverage_seed414"),
+      covered("dx", P::exact_zero_row, "fp16_8x64_value_coverage_seed414"),
+      covered("dx", P::exact_zero_column, "fp16_8x64_value_coverage_seed414"),
+      covered("dx", P::subnormal_result, "fp16_8x64_value_coverage_seed414"),
+      covered("dx", P::cancellation, "bf16_2x256_seed405"),
+      covered("dx", P::near_overflow, "fp16_8x64_value_coverage_seed414"),
+      does_not_apply("dw", P::exact_zero_row, "a per-column reduction over rows has one row: its exact zeros are columns (exact_zero_column)"),
+      covered("dw", P::exact_zero_column, "fp16_8x64_value_coverage_seed414"),
+      covered("dw", P::subnormal_result, "fp16_8x64_value_coverage_seed414"),
+      covered("dw", P::cancellation, "bf16_2x256_seed405"),
+      covered("dw", P::near_overflow, "fp16_8x64_value_coverage_seed414"),
+      covered("w", P::zero_weight, "fp16_8x64_value_coverage_seed414"),
   };
 }
 

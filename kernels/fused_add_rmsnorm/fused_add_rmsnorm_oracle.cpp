@@ -1,6 +1,7 @@
 // Fused residual-add + RMSNorm golden (FP64) and reference (FP32 intermediates) oracles,
 // input patterns and mutants. Compiled with -ffp-contract=off.
 #include "fused_add_rmsnorm/fused_add_rmsnorm_oracle.h"
+#include "rmsnorm/rmsnorm_oracle.h"
 
 #include <cmath>
 #include <limits>
@@ -100,10 +101,23 @@ std::map<std::string, Tensor> FusedAddRMSNormOp::make_inputs(const CaseSpec& c) 
       x.set(r * d.hidden + j, s * 40000.0);
       res.set(r * d.hidden + j, s * 30000.0);
     }
+  } else if (c.pattern == "value_coverage") {
+    // RMSNorm's (rmsnorm_oracle.h) on h = x (residual 0), plus residual_out near overflow at
+    // [7][7] (x = residual = 0.3 M); d_residual_out 0 where dx must be 0 (row 1, column 1)
+    // and tiny in row 2 (subnormal dx).
+    rmsnorm::apply_value_coverage_pattern(c, "fused_add_rmsnorm", x, w, dy, 0.0, 0.3 * 65504.0, 1.0);
+    for (std::size_t i = 0; i < n; ++i) res.set(i, 0.0);
+    x.set(static_cast<std::size_t>(7 * d.hidden + 7), 0.3 * 65504.0);
+    res.set(static_cast<std::size_t>(7 * d.hidden + 7), 0.3 * 65504.0);
+    for (std::int64_t j = 0; j < d.hidden; ++j) {
+      dres.set(static_cast<std::size_t>(d.hidden + j), 0.0);
+      dres.set(static_cast<std::size_t>(2 * d.hidden + j), 0x1p-17 * rdres.normal(static_cast<std::size_t>(2 * d.hidden + j)));
+    }
+    for (std::int64_t r = 0; r < d.rows; ++r) dres.set(static_cast<std::size_t>(r * d.hidden + 1), 0.0);
   } else {
     throw std::invalid_argument("fused_add_rmsnorm case '" + c.name + "': unknown pattern '" + c.pattern +
                                 "' (known: normal, near_zero_variance, zero_row, nonfinite, rounding_bias, "
-                                "overflow_sum)");
+                                "overflow_sum, value_coverage)");
   }
   return {{"x", x}, {"residual", res}, {"w", w}, {"dy", dy}, {"d_residual_out", dres}};
 }

@@ -63,6 +63,7 @@ class FusedAddRMSNormOp final : public Op {
  public:
   const OpDescriptor& descriptor() const override;  // fused_add_rmsnorm_oracle.cpp: tensors, passes, formula_version
   std::vector<CaseSpec> cases() const override;  // fused_add_rmsnorm_cases.cpp
+  std::vector<CoverageItem> value_coverage() const override;  // fused_add_rmsnorm_cases.cpp: the checklist
   std::map<std::string, Tensor> make_inputs(const CaseSpec& c) const override;
   std::map<std::string, GoldenTensor> golden(const CaseSpec& c, const std::map<std::string, Tensor>& in64) const override;
   std::map<std::string, Tensor> reference(const CaseSpec& c, const std::map<std::string, Tensor>& in) const override {

@@ -58,6 +58,7 @@ std::vector<CaseSpec> SwiGLUOp::cases() const {
       c(D::fp32, {1, 2047}, 104).description("one below a 2048-element block sweep (fp32)").production(),
       c(D::fp32, {1, 2049}, 105).description("one above a 2048-element block sweep (fp32)").production(),
       c(D::fp16, {3, 4097}, 106).description("fp16, rows at varying 16-byte phase across block sweeps").production(),
+      c(D::fp16, {1, 64}, 30).pattern("db_overflow").description("value coverage: db near fp16 max").production(),
       c(D::bf16, {1, 1024, 12288}, 107).description("production: 1024 tokens, intermediate 12288").production(),
       c(D::bf16, {1, 512, 25600}, 108).description("production: 512 tokens, intermediate 25600").production(),
   };
@@ -112,10 +113,63 @@ std::vector<CaseSpec> GeGLUOp::cases() const {
           .production(),
       c(D::fp16, {3, 4097}, 104).param("approximate_tanh", 1).description("fp16, rows at varying 16-byte phase (tanh)")
           .production(),
+      c(D::fp16, {1, 64}, 27).pattern("db_overflow").param("approximate_tanh", 1)
+          .description("value coverage: db near fp16 max").production(),
+      c(D::fp16, {1, 64}, 28).pattern("specials").param("approximate_tanh", 0)
+          .description("value coverage: NaN/Inf in a, b, dy; exact zeros; 0*inf").production(),
       c(D::bf16, {1, 1024, 12288}, 105).param("approximate_tanh", 0)
           .description("production: 1024 tokens, intermediate 12288 (erf)").production(),
       c(D::bf16, {1, 512, 25600}, 106).param("approximate_tanh", 1)
           .description("production: 512 tokens, intermediate 25600 (tanh)").production(),
+  };
+}
+
+// Value coverage (issue 10, item 4; numgate/coverage.h): for every gated tensor, the case that
+// covers each property, or why it does not apply. Checked on the named cases by
+// tests/cpu/test_value_coverage.cpp.
+std::vector<CoverageItem> SwiGLUOp::value_coverage() const {
+  using P = ValueProperty;
+  return {
+      does_not_apply("y", P::exact_zero_row, "elementwise: a row is independent elements, each covered alone (exact_zero_column)"),
+      covered("y", P::exact_zero_column, "fp16_1x64_specials_seed22"),
+      covered("y", P::subnormal_result, "fp32_2x67_mixed_seed1"),
+      does_not_apply("y", P::cancellation, "y = silu(a) b, a product: nothing cancels"),
+      covered("y", P::near_overflow, "fp16_2x67_mixed_seed3"),
+      does_not_apply("da", P::exact_zero_row, "elementwise: a row is independent elements, each covered alone (exact_zero_column)"),
+      covered("da", P::exact_zero_column, "fp16_1x64_specials_seed22"),
+      covered("da", P::subnormal_result, "fp32_2x67_mixed_seed1"),
+      covered("da", P::cancellation, "fp32_2x67_mixed_seed1"),
+      covered("da", P::near_overflow, "fp16_2x67_mixed_seed3"),
+      does_not_apply("db", P::exact_zero_row, "elementwise: a row is independent elements, each covered alone (exact_zero_column)"),
+      covered("db", P::exact_zero_column, "fp16_1x64_specials_seed22"),
+      covered("db", P::subnormal_result, "fp32_2x67_mixed_seed1"),
+      does_not_apply("db", P::cancellation, "a product (dy and the activation, or b): nothing cancels"),
+      covered("db", P::near_overflow, "fp16_1x64_db_overflow_seed30"),
+  };
+}
+
+// Value coverage (issue 10, item 4; numgate/coverage.h): for every gated tensor, the case that
+// covers each property, or why it does not apply. Checked on the named cases by
+// tests/cpu/test_value_coverage.cpp.
+// cancellation: GELU's tails amplify the rounding of its argument (abs_terms include the activation's condition).
+std::vector<CoverageItem> GeGLUOp::value_coverage() const {
+  using P = ValueProperty;
+  return {
+      does_not_apply("y", P::exact_zero_row, "elementwise: a row is independent elements, each covered alone (exact_zero_column)"),
+      covered("y", P::exact_zero_column, "fp16_erf_1x64_specials_seed28"),
+      covered("y", P::subnormal_result, "fp16_erf_2x67_mixed_seed3"),
+      covered("y", P::cancellation, "bf16_erf_2x67_mixed_seed18"),
+      covered("y", P::near_overflow, "fp16_erf_2x67_mixed_seed3"),
+      does_not_apply("da", P::exact_zero_row, "elementwise: a row is independent elements, each covered alone (exact_zero_column)"),
+      covered("da", P::exact_zero_column, "fp16_erf_1x64_specials_seed28"),
+      covered("da", P::subnormal_result, "fp16_erf_2x67_mixed_seed3"),
+      covered("da", P::cancellation, "fp32_erf_2x67_mixed_seed1"),
+      covered("da", P::near_overflow, "fp16_erf_2x67_mixed_seed3"),
+      does_not_apply("db", P::exact_zero_row, "elementwise: a row is independent elements, each covered alone (exact_zero_column)"),
+      covered("db", P::exact_zero_column, "fp16_erf_1x64_specials_seed28"),
+      covered("db", P::subnormal_result, "fp16_erf_2x67_mixed_seed3"),
+      covered("db", P::cancellation, "bf16_erf_2x67_mixed_seed18"),
+      covered("db", P::near_overflow, "fp16_tanh_1x64_db_overflow_seed27"),
   };
 }
 

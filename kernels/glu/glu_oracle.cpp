@@ -294,6 +294,12 @@ std::map<std::string, Tensor> draw(Act f, const CaseSpec& c, const std::string& 
       gap(i);
     } else if (p == "variant_gap_neg") {
       gap_neg(i);
+    } else if (p == "db_overflow") {
+      // fp16 (value coverage): a in [200, 240], dy = +-250, b ~ 0.01: db = dy act(a) ~ 50,000-60,000
+      // (near fp16's 65504) while y and da stay small.
+      a.set(i, 200.0 + 40.0 * rp.uniform(i));
+      b.set(i, 0.01 * rb.normal(i));
+      dy.set(i, rp.uniform(i, 1) < 0.5 ? -250.0 : 250.0);
     } else if (p == "mixed") {
       // Everything adversarial in one small committed tensor (the ULP rule checks every
       // element, so large values elsewhere hide nothing): [0,16) specials, [16,64) near
@@ -308,7 +314,7 @@ std::map<std::string, Tensor> draw(Act f, const CaseSpec& c, const std::string& 
     } else {
       throw std::invalid_argument(op + " case '" + c.name + "': unknown pattern '" + p +
                                   "' (known: normal, specials, large, fp16_overflow, near_root, variant_gap, "
-                                  "variant_gap_neg, mixed)");
+                                  "variant_gap_neg, db_overflow, mixed)");
     }
   }
   return {{"a", a}, {"b", b}, {"dy", dy}};

@@ -69,6 +69,7 @@ class SwiGLUOp final : public Op {
  public:
   const OpDescriptor& descriptor() const override;  // glu_oracle.cpp
   std::vector<CaseSpec> cases() const override;  // glu_cases.cpp
+  std::vector<CoverageItem> value_coverage() const override;  // glu_cases.cpp: the checklist
   std::map<std::string, Tensor> make_inputs(const CaseSpec& c) const override;
   std::map<std::string, GoldenTensor> golden(const CaseSpec& c, const std::map<std::string, Tensor>& in64) const override;
   /// Gate 1: elementwise, an element of a and b is excluded where a, b or dy is NaN/Inf.
@@ -83,6 +84,7 @@ class GeGLUOp final : public Op {
  public:
   const OpDescriptor& descriptor() const override;  // glu_oracle.cpp
   std::vector<CaseSpec> cases() const override;  // glu_cases.cpp
+  std::vector<CoverageItem> value_coverage() const override;  // glu_cases.cpp: the checklist
   std::map<std::string, Tensor> make_inputs(const CaseSpec& c) const override;
   std::map<std::string, GoldenTensor> golden(const CaseSpec& c, const std::map<std::string, Tensor>& in64) const override;
   /// Gate 1: elementwise, an element of a and b is excluded where a, b or dy is NaN/Inf.

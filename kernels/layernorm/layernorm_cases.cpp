@@ -67,6 +67,39 @@ std::vector<CaseSpec> LayerNormOp::cases() const {
       c(D::fp16, {4, 512, 4096}, 114).description("production: 4 x 512 tokens, hidden 4096, fp16").production(),
       c(D::bf16, {1, 2048, 5120}, 115).description("production: 1 x 2048 tokens, hidden 5120").production(),
       c(D::fp32, {1, 512, 5120}, 116).description("production: 1 x 512 tokens, hidden 5120, fp32").production(),
+      c(D::fp16, {8, 64}, 117).pattern("value_coverage")
+          .description("value coverage: zero rows and columns, zero and huge scales, subnormal and near-overflow results").production(),
+  };
+}
+
+// Value coverage (issue 10, item 4; numgate/coverage.h): for every gated tensor, the case that
+// covers each property, or why it does not apply. Checked on the named cases by
+// tests/cpu/test_value_coverage.cpp.
+// value_coverage: RMSNorm's pattern (rmsnorm_oracle.h) with b = 0.
+std::vector<CoverageItem> LayerNormOp::value_coverage() const {
+  using P = ValueProperty;
+  return {
+      covered("y", P::exact_zero_row, "fp16_8x64_value_coverage_seed117"),
+      covered("y", P::exact_zero_column, "fp16_8x64_value_coverage_seed117"),
+      covered("y", P::subnormal_result, "fp16_8x64_value_coverage_seed117"),
+      covered("y", P::cancellation, "fp16_8x64_value_coverage_seed117"),
+      covered("y", P::near_overflow, "fp16_8x64_value_coverage_seed117"),
+      covered("dx", P::exact_zero_row, "fp16_8x64_value_coverage_seed117"),
+      does_not_apply("dx", P::exact_zero_column, "dx_i = rstd ((g_i - mean g) - xhat_i c) depends on its row's sums: no column is zero by its terms unless whole rows are"),
+      covered("dx", P::subnormal_result, "fp16_8x64_value_coverage_seed117"),
+      covered("dx", P::cancellation, "fp16_8x64_value_coverage_seed117"),
+      covered("dx", P::near_overflow, "fp16_8x64_value_coverage_seed117"),
+      does_not_apply("dw", P::exact_zero_row, "a per-column reduction over rows has one row: its exact zeros are columns (exact_zero_column)"),
+      covered("dw", P::exact_zero_column, "fp16_8x64_value_coverage_seed117"),
+      covered("dw", P::subnormal_result, "fp16_8x64_value_coverage_seed117"),
+      covered("dw", P::cancellation, "bf16_3x17_mean1_seed5"),
+      covered("dw", P::near_overflow, "fp16_8x64_value_coverage_seed117"),
+      does_not_apply("db", P::exact_zero_row, "a per-column reduction over rows has one row: its exact zeros are columns (exact_zero_column)"),
+      covered("db", P::exact_zero_column, "fp16_8x64_value_coverage_seed117"),
+      covered("db", P::subnormal_result, "fp16_8x64_value_coverage_seed117"),
+      covered("db", P::cancellation, "bf16_8x1536_mean1_seed101"),
+      covered("db", P::near_overflow, "fp16_8x64_value_coverage_seed117"),
+      covered("w", P::zero_weight, "fp16_8x64_value_coverage_seed117"),
   };
 }
 

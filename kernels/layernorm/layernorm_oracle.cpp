@@ -1,6 +1,7 @@
 // LayerNorm golden (FP64) and reference (FP32 intermediates) oracles, input patterns and
 // mutants. Compiled with -ffp-contract=off: results do not depend on compiler flags.
 #include "layernorm/layernorm_oracle.h"
+#include "rmsnorm/rmsnorm_oracle.h"
 
 #include <cmath>
 #include <limits>
@@ -86,10 +87,15 @@ std::map<std::string, Tensor> LayerNormOp::make_inputs(const CaseSpec& c) const 
     x.set(static_cast<std::size_t>(1 * d.hidden + 5 % d.hidden), inf);
     x.set(static_cast<std::size_t>(2 * d.hidden + 7 % d.hidden), -inf);
     dy.set(static_cast<std::size_t>(3 * d.hidden + 9 % d.hidden), nan);
+  } else if (c.pattern == "value_coverage") {
+    // rmsnorm_oracle.h (the norm family's pattern), with b = 0 (a zero row of x gives y = b = 0)
+    // and a scale 0.1 M in column 5 (LayerNorm's row 3 has rstd ~3.6, not ~1).
+    rmsnorm::apply_value_coverage_pattern(c, "layernorm", x, w, dy, 0.0, 0.1 * 65504.0, 1.0);
+    for (std::int64_t j = 0; j < d.hidden; ++j) b.set(j, 0.0);
   } else {
     throw std::invalid_argument("layernorm case '" + c.name + "': unknown pattern '" + c.pattern +
                                 "' (known: normal, mean1, constant_row, zero_row, near_zero_variance, "
-                                "offset_near_zero_variance, large, nonfinite)");
+                                "offset_near_zero_variance, large, nonfinite, value_coverage)");
   }
   return {{"x", x}, {"w", w}, {"b", b}, {"dy", dy}};
 }

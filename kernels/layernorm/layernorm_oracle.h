@@ -64,6 +64,7 @@ class LayerNormOp final : public Op {
  public:
   const OpDescriptor& descriptor() const override;  // layernorm_oracle.cpp: tensors, passes, formula_version
   std::vector<CaseSpec> cases() const override;  // layernorm_cases.cpp
+  std::vector<CoverageItem> value_coverage() const override;  // layernorm_cases.cpp: the checklist
   std::map<std::string, Tensor> make_inputs(const CaseSpec& c) const override;
   std::map<std::string, GoldenTensor> golden(const CaseSpec& c, const std::map<std::string, Tensor>& in64) const override;
   std::map<std::string, Tensor> reference(const CaseSpec& c, const std::map<std::string, Tensor>& in) const override {

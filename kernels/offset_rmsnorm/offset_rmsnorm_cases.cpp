@@ -55,6 +55,34 @@ std::vector<CaseSpec> OffsetRMSNormOp::cases() const {
           .production(),
       c(D::bf16, {4, 512, 4096}, 361).pattern("zero_row").description("production shape with an all-zero row")
           .production(),
+      c(D::fp16, {8, 64}, 313).pattern("value_coverage")
+          .description("value coverage: zero rows and columns, zero and huge scales, subnormal and near-overflow results").production(),
+  };
+}
+
+// Value coverage (issue 10, item 4; numgate/coverage.h): for every gated tensor, the case that
+// covers each property, or why it does not apply. Checked on the named cases by
+// tests/cpu/test_value_coverage.cpp.
+// value_coverage (rmsnorm_oracle.h): w = -1 (scale 0) in column 2, w = 0 (scale 1) in column 6.
+std::vector<CoverageItem> OffsetRMSNormOp::value_coverage() const {
+  using P = ValueProperty;
+  return {
+      covered("y", P::exact_zero_row, "fp16_8x64_value_coverage_seed313"),
+      covered("y", P::exact_zero_column, "fp16_8x64_value_coverage_seed313"),
+      covered("y", P::subnormal_result, "fp16_8x64_value_coverage_seed313"),
+      does_not_apply("y", P::cancellation, "a product of factors (x rstd (1 + w)): nothing cancels"),
+      covered("y", P::near_overflow, "fp16_8x64_value_coverage_seed313"),
+      covered("dx", P::exact_zero_row, "fp16_8x64_value_coverage_seed313"),
+      covered("dx", P::exact_zero_column, "fp16_8x64_value_coverage_seed313"),
+      covered("dx", P::subnormal_result, "fp16_8x64_value_coverage_seed313"),
+      covered("dx", P::cancellation, "fp32_1x1_seed301"),
+      covered("dx", P::near_overflow, "fp16_8x64_value_coverage_seed313"),
+      does_not_apply("dw", P::exact_zero_row, "a per-column reduction over rows has one row: its exact zeros are columns (exact_zero_column)"),
+      covered("dw", P::exact_zero_column, "fp16_8x64_value_coverage_seed313"),
+      covered("dw", P::subnormal_result, "fp16_8x64_value_coverage_seed313"),
+      covered("dw", P::cancellation, "fp32_3x255_seed304"),
+      covered("dw", P::near_overflow, "fp16_8x64_value_coverage_seed313"),
+      covered("w", P::zero_weight, "fp16_8x64_value_coverage_seed313"),
   };
 }
 

@@ -76,9 +76,13 @@ std::map<std::string, Tensor> OffsetRMSNormOp::make_inputs(const CaseSpec& c) co
       dy.set(i, even ? 0.6875 : -3.25);
     }
     for (std::int64_t j = 0; j < d.hidden; ++j) w.set(j, j % 2 == 0 ? 3.140625 : 0.00390625);
+  } else if (c.pattern == "value_coverage") {
+    // RMSNorm's (rmsnorm_oracle.h) with the scale 1 + w: w = -1 (scale 0), 0.3 M - 1, and 0
+    // (scale 1: a zero weight of this parameterisation).
+    rmsnorm::apply_value_coverage_pattern(c, "offset_rmsnorm", x, w, dy, -1.0, 0.3 * 65504.0 - 1.0, 0.0);
   } else {
     throw std::invalid_argument("offset_rmsnorm case '" + c.name + "': unknown pattern '" + c.pattern +
-                                "' (known: normal, near_zero_variance, zero_row, nonfinite, ones_offset)");
+                                "' (known: normal, near_zero_variance, zero_row, nonfinite, ones_offset, value_coverage)");
   }
   return {{"x", x}, {"w", w}, {"dy", dy}};
 }

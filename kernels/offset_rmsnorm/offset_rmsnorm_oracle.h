@@ -58,6 +58,7 @@ class OffsetRMSNormOp final : public Op {
   /// Golden and reference are RMSNorm's (rmsnorm_oracle.h) with the scale 1 + w as the
   /// weight: a change to RMSNorm's oracle must bump this version too.
   std::vector<CaseSpec> cases() const override;  // offset_rmsnorm_cases.cpp
+  std::vector<CoverageItem> value_coverage() const override;  // offset_rmsnorm_cases.cpp: the checklist
   std::map<std::string, Tensor> make_inputs(const CaseSpec& c) const override;
   std::map<std::string, GoldenTensor> golden(const CaseSpec& c, const std::map<std::string, Tensor>& in64) const override;
   std::map<std::string, Tensor> reference(const CaseSpec& c, const std::map<std::string, Tensor>& in) const override {

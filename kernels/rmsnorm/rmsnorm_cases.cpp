@@ -43,6 +43,34 @@ std::vector<CaseSpec> RMSNormOp::cases() const {
       // Large rows, kept out of git for size (generated into the build tree with the production set):
       c(D::bf16, {2, 65536}, 103).description("largest supported hidden size").production(),
       c(D::fp32, {2, 40000}, 104).description("fp32 row too long for the register cache (streaming path)").production(),
+      c(D::fp16, {8, 64}, 19).pattern("value_coverage")
+          .description("value coverage: zero rows and columns, zero and huge scales, subnormal and near-overflow results").production(),
+  };
+}
+
+// Value coverage (issue 10, item 4; numgate/coverage.h): for every gated tensor, the case that
+// covers each property, or why it does not apply. Checked on the named cases by
+// tests/cpu/test_value_coverage.cpp.
+// value_coverage (rmsnorm_oracle.h) builds every zero, subnormal and near-overflow item in one fp16 case.
+std::vector<CoverageItem> RMSNormOp::value_coverage() const {
+  using P = ValueProperty;
+  return {
+      covered("y", P::exact_zero_row, "fp16_8x64_value_coverage_seed19"),
+      covered("y", P::exact_zero_column, "fp16_8x64_value_coverage_seed19"),
+      covered("y", P::subnormal_result, "fp16_8x64_value_coverage_seed19"),
+      does_not_apply("y", P::cancellation, "a product of factors (x rstd w): nothing cancels"),
+      covered("y", P::near_overflow, "fp16_8x64_value_coverage_seed19"),
+      covered("dx", P::exact_zero_row, "fp16_8x64_value_coverage_seed19"),
+      covered("dx", P::exact_zero_column, "fp16_8x64_value_coverage_seed19"),
+      covered("dx", P::subnormal_result, "fp16_8x64_value_coverage_seed19"),
+      covered("dx", P::cancellation, "fp32_3x255_seed1"),
+      covered("dx", P::near_overflow, "fp16_8x64_value_coverage_seed19"),
+      does_not_apply("dw", P::exact_zero_row, "a per-column reduction over rows has one row: its exact zeros are columns (exact_zero_column)"),
+      covered("dw", P::exact_zero_column, "fp16_8x64_value_coverage_seed19"),
+      covered("dw", P::subnormal_result, "fp16_8x64_value_coverage_seed19"),
+      covered("dw", P::cancellation, "bf16_8x4095_seed6"),
+      covered("dw", P::near_overflow, "fp16_8x64_value_coverage_seed19"),
+      covered("w", P::zero_weight, "fp16_8x64_value_coverage_seed19"),
   };
 }
 

@@ -27,6 +27,41 @@ const char* mutant_name(Mutant m) {
   return "?";
 }
 
+void apply_value_coverage_pattern(const CaseSpec& c, const std::string& op, Tensor& x, Tensor& w, Tensor& dy,
+                                  double w_zero, double w_big, double w_one) {
+  const RowShape d = row_shape(c, op);
+  if (c.dtype != DType::fp16 || d.rows < 8 || d.hidden < 8)
+    throw std::invalid_argument(op + " case '" + c.name + "': pattern value_coverage needs fp16, rows >= 8 and hidden >= 8");
+  const RandomStream rp(c.seed, kStreamPattern);
+  const double M = 65504.0, tiny = 0x1p-17, sqrt_eps = std::sqrt(c.param("eps"));
+  const std::int64_t H = d.hidden;
+  auto at = [&](std::int64_t r, std::int64_t j) { return static_cast<std::size_t>(r * H + j); };
+  for (std::int64_t j = 0; j < H; ++j) {
+    x.set(at(0, j), 0.0);
+    dy.set(at(0, j), sqrt_eps * dy.get(at(0, j)));
+    dy.set(at(1, j), 0.0);
+    dy.set(at(2, j), tiny * rp.normal(at(2, j)));
+    x.set(at(3, j), 1.0);
+    x.set(at(4, j), 0.5 * rp.normal(at(4, j)));
+    x.set(at(5, j), 0x1p-20 * rp.normal(at(5, j)));
+  }
+  x.set(at(3, 5), 3.0);
+  x.set(at(4, 6), 0.75);
+  x.set(at(5, 0), 1.0);
+  x.set(at(5, 2), -1.0);
+  for (std::int64_t r = 0; r < d.rows; ++r) {
+    x.set(at(r, 1), 0.0);
+    dy.set(at(r, 1), 0.0);
+    dy.set(at(r, 4), r == 1 ? 0.0 : tiny * rp.normal(at(r, 4) + 7));
+    dy.set(at(r, 5), 0.0);
+  }
+  dy.set(at(3, 6), 0.2 * M);
+  dy.set(at(4, 6), 0.4 * M);
+  w.set(2, w_zero);
+  w.set(5, w_big);
+  w.set(6, w_one);
+}
+
 std::map<std::string, Tensor> RMSNormOp::make_inputs(const CaseSpec& c) const {
   const RowShape d = dims_of(c);
   Tensor x(c.dtype, c.shape), w(c.dtype, {d.hidden}), dy(c.dtype, c.shape);
@@ -60,9 +95,11 @@ std::map<std::string, Tensor> RMSNormOp::make_inputs(const CaseSpec& c) const {
     }
   } else if (c.pattern == "constant_300") {  // fp16: sum of 300^2 overflows fp16, y must be ~w
     for (std::size_t i = 0; i < n; ++i) x.set(i, 300.0);
+  } else if (c.pattern == "value_coverage") {  // rmsnorm_oracle.h
+    apply_value_coverage_pattern(c, "rmsnorm", x, w, dy, 0.0, 0.3 * 65504.0, 1.0);
   } else {
     throw std::invalid_argument("rmsnorm case '" + c.name + "': unknown pattern '" + c.pattern +
-                                "' (known: normal, near_zero_variance, zero_row, spiky, constant_300)");
+                                "' (known: normal, near_zero_variance, zero_row, spiky, constant_300, value_coverage)");
   }
   return {{"x", x}, {"w", w}, {"dy", dy}};
 }

@@ -54,6 +54,24 @@ const char* mutant_name(Mutant m);
 std::map<std::string, Tensor> reference_variant(const CaseSpec& c, const std::map<std::string, Tensor>& in, Mutant m,
                                                 const SumPolicy& p = {});
 
+/// The norm family's "value_coverage" input pattern (issue 10, item 4; RMSNorm, OffsetRMSNorm,
+/// fused add + RMSNorm and LayerNorm call it on their drawn inputs): fp16 only, rows >= 8,
+/// hidden >= 8 (else std::invalid_argument naming the case). With M = 65504 (fp16 max) and
+/// tiny = 2^-17 (below fp16's smallest normal 2^-14):
+///   row 0: x = 0 (y row exactly 0; its dy scaled by sqrt(eps), as the zero_row pattern)
+///   row 1: dy = 0 (dx row exactly 0)
+///   row 2: dy = tiny * N(0,1) (subnormal dx)
+///   row 3: x = 1, except x[3][5] = 3 (y[3][5] = 3 rstd w5, near overflow); dy[3][6] = 0.2 M
+///   row 4: x = 0.5 N(0,1), x[4][6] = 0.75 (xhat ~ 1.5); dy[4][6] = 0.4 M (dx, dw, db near overflow)
+///   row 5: x = 2^-20 N(0,1), x[5][0] = 1, x[5][2] = -1 (xhat and y subnormal)
+///   column 1: x = dy = 0 in every row (y, dw, db and, for RMSNorm, dx exactly 0 there)
+///   column 4: dy = tiny * N(0,1) but in row 1 (dw subnormal)
+///   column 5: dy = 0; w[5] = w_big (the scale of column 5 large: y near overflow)
+///   column 2: w[2] = w_zero (a zero scale); column 6: w[6] = w_one (scale 1)
+/// The ops pass the w values giving their scale 0, big and 1 (OffsetRMSNorm: w = -1, ..., 0).
+void apply_value_coverage_pattern(const CaseSpec& c, const std::string& op, Tensor& x, Tensor& w, Tensor& dy,
+                                  double w_zero, double w_big, double w_one);
+
 /// The RMSNorm op: inputs x, w, dy; gated tensors y, dx, dw.
 class RMSNormOp final : public Op {
  public:
@@ -61,6 +79,7 @@ class RMSNormOp final : public Op {
   /// OffsetRMSNorm's oracles call these: a formula change here bumps offset_rmsnorm's
   /// formula_version as well.
   std::vector<CaseSpec> cases() const override;  // rmsnorm_cases.cpp
+  std::vector<CoverageItem> value_coverage() const override;  // rmsnorm_cases.cpp: the checklist
   std::map<std::string, Tensor> make_inputs(const CaseSpec& c) const override;
   std::map<std::string, GoldenTensor> golden(const CaseSpec& c, const std::map<std::string, Tensor>& in64) const override;
   std::map<std::string, Tensor> reference(const CaseSpec& c, const std::map<std::string, Tensor>& in) const override {

@@ -158,6 +158,39 @@ std::vector<CaseSpec> RopeOp::cases() const {
           .param("kv_heads", 8).description("production: batch 4 x 512, left-padded").production(),
       c(D::bf16, {1, 1024, 32, 128}, 104).pattern("longpos").param("theta", t4).param("interleaved", il)
           .param("kv_heads", 8).description("interleaved 1024 tokens at long positions").production(),
+      c(D::fp16, {1, 3, 2, 16}, 40).pattern("value_coverage").param("theta", t4).param("interleaved", rh)
+          .param("kv_heads", 1).description("value coverage: zero rows and columns, subnormal and near-overflow outputs")
+          .production(),
+  };
+}
+
+// Value coverage (issue 10, item 4; numgate/coverage.h): for every gated tensor, the case that
+// covers each property, or why it does not apply. Checked on the named cases by
+// tests/cpu/test_value_coverage.cpp.
+// value_coverage (rope_oracle.cpp) builds the zero, subnormal and near-overflow items in one fp16 case.
+std::vector<CoverageItem> RopeOp::value_coverage() const {
+  using P = ValueProperty;
+  return {
+      covered("q_rot", P::exact_zero_row, "fp16_rh_1x3x2x16_kv1_t1e4_value_coverage_seed40"),
+      covered("q_rot", P::exact_zero_column, "fp16_rh_1x3x2x16_kv1_t1e4_value_coverage_seed40"),
+      covered("q_rot", P::subnormal_result, "fp16_rh_1x3x2x16_kv1_t1e4_value_coverage_seed40"),
+      covered("q_rot", P::cancellation, "bf16_il_2x3x4x16_kv2_t1e4_longpos_seed1"),
+      covered("q_rot", P::near_overflow, "fp16_rh_1x3x2x16_kv1_t1e4_value_coverage_seed40"),
+      does_not_apply("k_rot", P::exact_zero_row, "k is one whole tensor (Layout::whole), not split into rows: its zeros are columns (exact_zero_column)"),
+      covered("k_rot", P::exact_zero_column, "fp16_rh_1x3x2x16_kv1_t1e4_value_coverage_seed40"),
+      covered("k_rot", P::subnormal_result, "fp16_rh_1x3x2x16_kv1_t1e4_value_coverage_seed40"),
+      covered("k_rot", P::cancellation, "bf16_il_2x3x4x16_kv2_t1e4_longpos_seed1"),
+      covered("k_rot", P::near_overflow, "fp16_rh_1x3x2x16_kv1_t1e4_value_coverage_seed40"),
+      covered("dq", P::exact_zero_row, "fp16_rh_1x3x2x16_kv1_t1e4_value_coverage_seed40"),
+      covered("dq", P::exact_zero_column, "fp16_rh_1x3x2x16_kv1_t1e4_value_coverage_seed40"),
+      covered("dq", P::subnormal_result, "fp16_rh_1x3x2x16_kv1_t1e4_value_coverage_seed40"),
+      covered("dq", P::cancellation, "bf16_il_2x3x4x16_kv2_t1e4_longpos_seed1"),
+      covered("dq", P::near_overflow, "fp16_rh_1x3x2x16_kv1_t1e4_value_coverage_seed40"),
+      does_not_apply("dk", P::exact_zero_row, "k is one whole tensor (Layout::whole), not split into rows: its zeros are columns (exact_zero_column)"),
+      covered("dk", P::exact_zero_column, "fp16_rh_1x3x2x16_kv1_t1e4_value_coverage_seed40"),
+      covered("dk", P::subnormal_result, "fp16_rh_1x3x2x16_kv1_t1e4_value_coverage_seed40"),
+      covered("dk", P::cancellation, "bf16_il_2x3x4x16_kv2_t1e4_longpos_seed1"),
+      covered("dk", P::near_overflow, "fp16_rh_1x3x2x16_kv1_t1e4_value_coverage_seed40"),
   };
 }
 

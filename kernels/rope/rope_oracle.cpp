@@ -105,6 +105,50 @@ std::map<std::string, Tensor> RopeOp::make_inputs(const CaseSpec& c) const {
   } else if (c.pattern == "offset") {  // continuation / chunked prefill: sequence b starts at 17 + 4093 b
     for (std::int64_t b = 0; b < d.batch; ++b)
       for (std::int64_t t = 0; t < d.seq; ++t) set_pos(b, t, 17 + 4093 * b + t);
+  } else if (c.pattern == "value_coverage") {
+    // fp16, positions 0 .. seq-1, q_heads >= 2, head_dim >= 8 (issue 10, item 4):
+    //   q and dq_rot of token 0, head 0: all 0 (a row of q_rot and dq exactly 0)
+    //   frequency 1 (both elements of its pair): 0 in q, k, dq_rot, dk_rot (columns exactly 0)
+    //   frequency 2 at token 0 (position 0: angle 0), q head 1 and kv head 0: both elements
+    //     0.6 * 65504 in q, k, dq_rot, dk_rot (outputs near fp16 max)
+    //   frequency 3: 2^-20 N(0,1) everywhere (subnormal outputs)
+    if (c.dtype != DType::fp16 || d.q_heads < 2 || d.head_dim < 8)
+      throw std::invalid_argument("rope case '" + c.name + "': pattern value_coverage needs fp16, q heads >= 2 and "
+                                  "head_dim >= 8");
+    for (std::int64_t b = 0; b < d.batch; ++b)
+      for (std::int64_t t = 0; t < d.seq; ++t) set_pos(b, t, t);
+    const double big = 0.6 * 65504.0;
+    auto base = [&](std::int64_t tok, std::int64_t heads, std::int64_t h) {
+      return static_cast<std::size_t>((tok * heads + h) * d.head_dim);
+    };
+    auto each_head = [&](Tensor& t, std::int64_t heads, const RandomStream& r) {
+      for (std::int64_t tok = 0; tok < d.tokens(); ++tok)
+        for (std::int64_t h = 0; h < heads; ++h) {
+          const Pair z = pair_of(base(tok, heads, h), 1, d.head_dim, il), s = pair_of(base(tok, heads, h), 3, d.head_dim, il);
+          t.set(z.i1, 0.0);
+          t.set(z.i2, 0.0);
+          t.set(s.i1, 0x1p-20 * r.normal(s.i1 + 11));
+          t.set(s.i2, 0x1p-20 * r.normal(s.i2 + 11));
+        }
+    };
+    each_head(q, d.q_heads, rq);
+    each_head(k, d.kv_heads, rk);
+    each_head(dq, d.q_heads, rdq);
+    each_head(dk, d.kv_heads, rdk);
+    for (std::int64_t j = 0; j < d.head_dim; ++j) {
+      q.set(base(0, d.q_heads, 0) + static_cast<std::size_t>(j), 0.0);
+      dq.set(base(0, d.q_heads, 0) + static_cast<std::size_t>(j), 0.0);
+    }
+    for (Tensor* t : {&q, &dq}) {
+      const Pair p = pair_of(base(0, d.q_heads, 1), 2, d.head_dim, il);
+      t->set(p.i1, big);
+      t->set(p.i2, big);
+    }
+    for (Tensor* t : {&k, &dk}) {
+      const Pair p = pair_of(base(0, d.kv_heads, 0), 2, d.head_dim, il);
+      t->set(p.i1, big);
+      t->set(p.i2, big);
+    }
   } else if (c.pattern == "nonfinite") {
     // NaN / +Inf / -Inf at the lowest frequency (angle = p * ~1e-4: cos ~ 1, sin > 0 in
     // both FP32 and FP64, so golden and reference agree on the signs of the infinities),
@@ -124,7 +168,7 @@ std::map<std::string, Tensor> RopeOp::make_inputs(const CaseSpec& c) const {
     dk.set(pair_of(head_base(1, d.kv_heads, d.kv_heads - 1), f, d.head_dim, il).i2, nan);
   } else {
     throw std::invalid_argument("rope case '" + c.name + "': unknown pattern '" + c.pattern +
-                                "' (known: normal, longpos, leftpad, offset, nonfinite)");
+                                "' (known: normal, longpos, leftpad, offset, nonfinite, value_coverage)");
   }
   return {{"q", q}, {"k", k}, {"positions", pos}, {"dq_rot", dq}, {"dk_rot", dk}};
 }

@@ -84,6 +84,7 @@ class RopeOp final : public Op {
  public:
   const OpDescriptor& descriptor() const override;  // rope_oracle.cpp: tensors, passes, formula_version
   std::vector<CaseSpec> cases() const override;  // rope_cases.cpp
+  std::vector<CoverageItem> value_coverage() const override;  // rope_cases.cpp: the checklist
   std::map<std::string, Tensor> make_inputs(const CaseSpec& c) const override;
   std::map<std::string, GoldenTensor> golden(const CaseSpec& c, const std::map<std::string, Tensor>& in64) const override;
   /// Gate 1: every q and k element of a token (batch, seq) in which q, k, dq_rot or dk_rot

@@ -146,4 +146,25 @@ std::vector<CaseSpec> SoftmaxOp::cases() const {
   };
 }
 
+// Value coverage (issue 10, item 4; numgate/coverage.h): for every gated tensor, the case that
+// covers each property, or why it does not apply. Checked on the named cases by
+// tests/cpu/test_value_coverage.cpp.
+std::vector<CoverageItem> SoftmaxOp::value_coverage() const {
+  using P = ValueProperty;
+  return {
+      covered("y", P::exact_zero_row, "bf16_2x6x5_large_causal_seed1"),
+      covered("y", P::exact_zero_column, "fp32_4x257_additive_seed19"),
+      covered("y", P::subnormal_result, "fp16_2x16385_seed49"),
+      covered("y", P::cancellation, "bf16_2x6x5_large_causal_seed1"),
+      does_not_apply("y", P::near_overflow, "y is a probability, in [0, 1]"),
+      covered("dx", P::exact_zero_row, "bf16_2x6x5_large_causal_seed1"),
+      covered("dx", P::exact_zero_column, "fp32_4x257_additive_seed19"),
+      covered("dx", P::subnormal_result, "fp16_6x37_additive_seed3"),
+      covered("dx", P::cancellation, "fp16_1x2x33x33_causal_seed16"),
+      does_not_apply("dx", P::near_overflow, "|dx_j| = scale y_j |dy_j - <dy, y>| <= scale 2 y_j (1 - y_j) max|dy| <= scale max|dy| / 2: half the overflow threshold needs dy at the dtype's largest value"),
+      covered("x", P::tie_at_max, "bf16_2x9x130_additive_seed18"),
+      covered("x", P::very_negative_row, "bf16_4x64_very_negative_seed42"),
+  };
+}
+
 }  // namespace numgate::softmax

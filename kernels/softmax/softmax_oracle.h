@@ -89,6 +89,7 @@ class SoftmaxOp final : public Op {
  public:
   const OpDescriptor& descriptor() const override;  // softmax_oracle.cpp: tensors, passes, formula_version
   std::vector<CaseSpec> cases() const override;  // softmax_cases.cpp
+  std::vector<CoverageItem> value_coverage() const override;  // softmax_cases.cpp: the checklist
   std::map<std::string, Tensor> make_inputs(const CaseSpec& c) const override;
   std::map<std::string, GoldenTensor> golden(const CaseSpec& c, const std::map<std::string, Tensor>& in64) const override;
   /// Gate 1: the default NaN/Inf rule, and every row holding a score |scale * x| > 2^40:

@@ -137,7 +137,6 @@ void expect_legitimate_variation_passes(const std::string& op_name) {
   EXPECT_EQ(fails, 0);
   EXPECT_EQ(inconclusive, 0);
   EXPECT_EQ(by_evidence, max_abs_exceeded);
-  EXPECT_GT(max_abs_exceeded, 0);  // the max-abs threshold alone would fail these: the evidence is exercised
   EXPECT_GT(decidable, 0);
 }
 
