@@ -310,13 +310,13 @@ std::map<std::string, Tensor> reference_variant(const CaseSpec& c, const std::ma
     float m = -inf;
     for (std::size_t j = 0; j < V; ++j) {
       const float xj = static_cast<float>(x.get(base + j));
-      s[j] = cf > 0 ? cf * std::tanh(xj / cf) : xj;
+      s[j] = cf > 0 ? cf * tanh_fp32(xj / cf, pol) : xj;
       m = max_nan(m, s[j]);
     }
     const bool no_shift = mu == Mutant::no_max_shift;
-    for (std::size_t j = 0; j < V; ++j) ev[j] = std::exp(no_shift ? s[j] : s[j] - m);
+    for (std::size_t j = 0; j < V; ++j) ev[j] = exp_fp32(no_shift ? s[j] : s[j] - m, pol);
     const float S = sum_fp32(ev.data(), k.vocab, pol), sum_s = sum_fp32(s.data(), k.vocab, pol);
-    const float lS = std::log(S);
+    const float lS = log_fp32(S, pol);
     const float L = no_shift ? lS : m + lS;
     lse.set(static_cast<std::size_t>(t), L);
     const std::int64_t y = tg[static_cast<std::size_t>(t)];
@@ -348,7 +348,7 @@ std::map<std::string, Tensor> reference_variant(const CaseSpec& c, const std::ma
         dx.set(base + j, 0.0);
         continue;
       }
-      float p = (no_shift ? std::exp(s[j]) : std::exp(s[j] - m)) / S;
+      float p = exp_fp32(no_shift ? s[j] : s[j] - m, pol) / S;
       if (mu == Mutant::probs_in_logits_dtype) p = static_cast<float>(round_to_dtype(p, c.dtype));
       float d;
       if (smooth_only) {
@@ -359,7 +359,7 @@ std::map<std::string, Tensor> reference_variant(const CaseSpec& c, const std::ma
         if (ef > 0) d = d - ef / Vf;
       }
       if (cf > 0 && mu != Mutant::softcap_no_derivative) {
-        const float th = std::tanh(static_cast<float>(x.get(base + j)) / cf);
+        const float th = tanh_fp32(static_cast<float>(x.get(base + j)) / cf, pol);
         d = d * (1.0f - th * th);
       }
       dx.set(base + j, g * d);

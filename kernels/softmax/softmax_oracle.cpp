@@ -118,7 +118,7 @@ Tensor forward_reference(const CaseSpec& c, const Tensor& x, const Tensor& mask,
     kept.clear();
     for (std::int64_t j = 0; j < d.k_len; ++j) {
       if (!rm.keep[j]) continue;
-      e[j] = mu == Mutant::no_max_subtraction ? std::exp(z[j]) : std::exp(z[j] - m);
+      e[j] = exp_fp32(mu == Mutant::no_max_subtraction ? z[j] : z[j] - m, p);
       if (mu == Mutant::exp_in_output_dtype) e[j] = static_cast<float>(round_to_dtype(e[j], c.dtype));
       kept.push_back(e[j]);
     }
