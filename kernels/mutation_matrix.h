@@ -76,8 +76,8 @@ struct Entry {
   Where where;
   Check check;         ///< the check declared to catch it (Check::passes: must pass)
   std::string proof;   ///< the GoogleTest that runs it: "MutationMatrix.CpuEntries", "ReplayMutants.*"
-  /// CPU mutants only: the broken reference's outputs on a case (empty for GPU entries and
-  /// for legitimate variations, which their proof test runs).
+  /// CPU entries: the broken reference's outputs on a case, or a legitimate evaluation's
+  /// (Check::passes: proven when no case FAILs); empty for GPU entries.
   std::function<std::map<std::string, Tensor>(const CaseData&)> outputs;
 };
 /// Every declared entry, by op then class.

@@ -72,7 +72,8 @@ TEST(MutationMatrix, CpuEntriesAreCaughtByTheirCheck) {
     const Outcome o = run_cpu_entry(e, committed[e.op]);
     ++run;
     std::cout << "[ matrix ] " << e.op << " / " << class_name(e.cls) << " / " << e.mutant << ": "
-              << (o.caught ? "caught by " : "NOT CAUGHT by ") << check_name(e.check) << " (FAIL on " << o.failed
+              << (e.check == Check::passes ? (o.caught ? "passes" : "FALSE FAIL") : o.caught ? "caught by " : "NOT CAUGHT by ")
+              << (e.check == Check::passes ? "" : check_name(e.check)) << " (FAIL on " << o.failed
               << " of " << o.cases << " committed and small generated cases; " << o.detail << ")\n";
     EXPECT_TRUE(o.caught) << e.op << " / " << class_name(e.cls) << " / " << e.mutant << ": " << o.detail;
   }
@@ -105,6 +106,16 @@ TEST(MutationMatrix, TheCheckAttributionCanFail) {
   e.check = Check::max_abs_gate;
   e.outputs = [](const CaseData& c) { return c.reference; };
   EXPECT_FALSE(run_cpu_entry(e, committed).caught);
+  // A legitimate entry is proven only when nothing fails: the reference passes, the epsilon
+  // mutant declared legitimate is a FALSE FAIL.
+  Entry legit = e;
+  legit.check = Check::passes;
+  EXPECT_TRUE(run_cpu_entry(legit, committed).caught);
+  for (const Entry& x : entries())
+    if (x.op == "rmsnorm" && x.cls == Class::epsilon_placement && x.where == Where::cpu) legit.outputs = x.outputs;
+  const Outcome o = run_cpu_entry(legit, committed);
+  EXPECT_FALSE(o.caught);
+  EXPECT_NE(o.detail.find("FALSE FAIL"), std::string::npos) << o.detail;
 }
 
 }  // namespace

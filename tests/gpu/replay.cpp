@@ -311,7 +311,8 @@ std::vector<MatrixRow> matrix_rows() {
             loaded = true;
           }
           const Outcome o = run_cpu_entry(e, cases);
-          row.status = o.caught ? kMatrixCaught : kMatrixNotCaught;
+          const bool legit = e.check == Check::passes;
+          row.status = o.caught ? (legit ? kMatrixPasses : kMatrixCaught) : (legit ? kMatrixFalseFail : kMatrixNotCaught);
           row.detail = (row.detail.empty() ? "" : row.detail + "; ") + "FAIL on " + std::to_string(o.failed) + " of " +
                        std::to_string(o.cases) + " cases; " + o.detail;
         } else if (e.where == Where::cpu) {
