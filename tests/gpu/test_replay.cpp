@@ -488,11 +488,8 @@ Report assemble_report() {
       "short training-run comparison (SPEC §6, gate 3): not implemented yet",
       "strided (non-contiguous) inputs: kernels take contiguous rows only",
       "fp64 cases in gate 2: no fixture case is fp64 (the double instantiations are checked by gate 1 only)",
-      "order-sensitivity and T-sweep diagnostics for INCONCLUSIVE cases (SPEC §4): envelope check only",
-      "value coverage by rule (a per-op checklist of exact zeros, subnormal results, ties at the maximum, ...): "
-      "not written yet",
-      "a threshold that knows each element's conditioning: the max-abs rule's false fails are measured (False-fail "
-      "sweep), not removed",
+      "SPEC §4 fallback for a gate that is not valid: the sweep of the reduction length T and the comparison of "
+      "error distributions for a bias are not implemented (the order evidence is)",
   };
   return rep;
 }
