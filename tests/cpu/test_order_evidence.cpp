@@ -80,8 +80,33 @@ TEST(OrderEvidence, AnEvaluationThatIsNotLegitimateDecidesNothing) {
     apply_order_evidence(r, spec(), g, {&bad}, {"broken"});
     EXPECT_EQ(r.verdict, Verdict::fail);
     EXPECT_EQ(r.order_evaluations, 0);
-    EXPECT_NE(r.decided_by.find("order evidence unusable: broken"), std::string::npos) << r.decided_by;
+    EXPECT_NE(r.decided_by.find("order evidence unusable, every evaluation left out: broken"), std::string::npos)
+        << r.decided_by;
   }
+}
+
+TEST(OrderEvidence, ABadEvaluationIsLeftOutAndTheOthersDecide) {
+  const GoldenTensor g = gold({kG, 2.0, 3.0}, 1.0);
+  const Tensor bad = make(DType::fp32, {1.5, 2.0, 3.0}), other = make(DType::fp32, {1.0 - 0x1p-24, 2.0, 3.0});
+  GateResult r = max_abs_only_fail();
+  apply_order_evidence(r, spec(), g, {&bad, &other}, {"broken", "reversed"});
+  EXPECT_EQ(r.order_evaluations, 1);
+  EXPECT_EQ(r.verdict, Verdict::pass_with_limitations);
+  EXPECT_NE(r.decided_by.find("left out: broken"), std::string::npos) << r.decided_by;
+}
+
+TEST(OrderEvidence, AWorstCaseCountsOnceASampleTwice) {
+  // The same evaluation as a sample (fudge 2: rescues the target) and as a worst case
+  // (factor 1: 0x1p-24 + 0x1p-26 + floor < the target's error: does not).
+  const GoldenTensor g = gold({kG, 2.0, 3.0}, 1.0);
+  const Tensor other = make(DType::fp32, {1.0 - 0x1p-24, 2.0, 3.0});
+  GateResult sample = max_abs_only_fail(), bound = max_abs_only_fail();
+  apply_order_evidence(sample, spec(), g, {&other}, {"pairwise"}, {false});
+  apply_order_evidence(bound, spec(), g, {&other}, {"math+2ulp"}, {true});
+  EXPECT_EQ(sample.verdict, Verdict::pass_with_limitations);
+  EXPECT_EQ(bound.verdict, Verdict::fail);
+  EXPECT_DOUBLE_EQ(bound.order_worst_case_error, 0x1p-24 + 0x1p-26);
+  EXPECT_DOUBLE_EQ(bound.order_threshold, std::max(2 * bound.reference_error, 0x1p-24 + 0x1p-26) + 0x1p-26);
 }
 
 TEST(OrderEvidence, NeverTouchesAFailOfAnotherRule) {
@@ -107,6 +132,21 @@ TEST(OrderEvidence, NeverTouchesAFailOfAnotherRule) {
   EXPECT_FALSE(wants_order_evidence(p));
 }
 
+// A legitimate evaluation beyond the validity limit: the gate was valid by the luck of one
+// reference; the not-valid path then decides.
+TEST(OrderEvidence, AnEvaluationBeyondTheValidityLimitMakesTheGateNotValid) {
+  const GoldenTensor g = gold({1.0, 1.0, 1.0}, 100.0);
+  const Tensor ref = make(DType::fp32, {1.04, 1.0, 1.0}), tgt = make(DType::fp32, {1.12, 1.0, 1.0});
+  const Tensor wide = make(DType::fp32, {1.15, 1.0, 1.0});
+  GateResult r = evaluate_gate("y", spec(), g, ref, &tgt);
+  ASSERT_TRUE(r.gate_valid);
+  ASSERT_EQ(r.verdict, Verdict::fail);
+  apply_order_evidence(r, spec(), g, {&wide}, {"pairwise+FMA"});
+  EXPECT_FALSE(r.gate_valid);
+  EXPECT_EQ(r.verdict, Verdict::pass_with_limitations);
+  EXPECT_EQ(r.decided_by, "conditioning envelope and order evidence");
+}
+
 // Gate not valid: the reference 20% off (inside an envelope of ~0.78 around 1).
 TEST(OrderEvidence, DecidesBetweenPassWithLimitationsAndInconclusiveWhenTheGateIsNotValid) {
   const GoldenTensor g = gold({1.0, 1.0, 1.0}, 100.0);
@@ -120,7 +160,7 @@ TEST(OrderEvidence, DecidesBetweenPassWithLimitationsAndInconclusiveWhenTheGateI
     EXPECT_EQ(r.decided_by, "conditioning envelope");
     apply_order_evidence(r, spec(), g, {&order}, {"pairwise"});
     EXPECT_EQ(r.verdict, want) << value;
-    EXPECT_EQ(r.decided_by, "conditioning envelope and order evidence");
+    EXPECT_EQ(r.decided_by.rfind("conditioning envelope and order evidence", 0), 0u) << r.decided_by;
     EXPECT_NEAR(r.order_threshold, 2 * 0.2, 1e-6);  // the reference's error is the larger
   }
 }

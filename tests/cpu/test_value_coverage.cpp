@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 
+#include "mutant_testbed.h"
 #include "numgate/coverage.h"
 
 namespace numgate {
@@ -80,6 +81,29 @@ TEST(ValueCoverage, EveryNamedCaseHasItsProperty) {
   EXPECT_GT(checked, 0);
 }
 
+// An item declared not applicable must be true of every case: no committed or small
+// generated case of the op may have the property (else the reason given is false).
+TEST(ValueCoverage, NoCaseHasAPropertyDeclaredNotApplicable) {
+  std::int64_t checked = 0;
+  for (const auto& op : all_ops()) {
+    std::vector<CoverageItem> na;
+    for (const CoverageItem& it : op->value_coverage())
+      if (it.case_name.empty()) na.push_back(it);
+    if (na.empty()) continue;
+    std::vector<CaseData> cases = testing::committed_cases_of(op->name());
+    for (auto& c : testing::small_generated_cases_of(op->name(), kSmallGeneratedCaseElements)) cases.push_back(std::move(c));
+    for (const CoverageItem& it : na)
+      for (const CaseData& c : cases) {
+        std::string where;
+        ++checked;
+        EXPECT_FALSE(has_property(*op, c, it.tensor, it.property, where))
+            << op->name() << ": " << it.tensor << " " << property_name(it.property) << " is declared not applicable ("
+            << it.not_applicable << "), but case " << c.spec.name << " has it: " << where;
+      }
+  }
+  EXPECT_GT(checked, 0);
+}
+
 // The property checks can fail: a plain normal-pattern case has no exact-zero row, no tie,
 // no zero weight, no very negative row and nothing near overflow.
 TEST(ValueCoverage, ThePropertyChecksCanFail) {
@@ -90,7 +114,8 @@ TEST(ValueCoverage, ThePropertyChecksCanFail) {
   ASSERT_FALSE(plain.name.empty());
   const CaseData c = materialize(op, plain);
   std::string where;
-  for (ValueProperty p : {ValueProperty::exact_zero_row, ValueProperty::exact_zero_column, ValueProperty::near_overflow})
+  for (ValueProperty p : {ValueProperty::exact_zero_row, ValueProperty::exact_zero_column, ValueProperty::near_overflow,
+                          ValueProperty::subnormal_result, ValueProperty::cancellation})
     EXPECT_FALSE(has_property(op, c, "y", p, where)) << property_name(p) << ": " << where;
   for (ValueProperty p : {ValueProperty::tie_at_max, ValueProperty::zero_weight, ValueProperty::very_negative_row})
     EXPECT_FALSE(has_property(op, c, p == ValueProperty::zero_weight ? "w" : "x", p, where)) << property_name(p) << ": " << where;

@@ -97,7 +97,7 @@ SweepReport sweep(const std::string& op_name, std::int64_t seeds) {
             ++rep.tensors;
             // Beyond the max-abs threshold with every other rule passed: the order evidence
             // decided it (numgate/gate.h), whichever way.
-            if (r.order_evaluations > 0 && r.gate_valid) {
+            if (r.order_evaluations > 0) {
               ++rep.beyond_max_abs;
               const double ratio = r.threshold > 0 ? r.target_error / r.threshold : INFINITY;
               if (rep.worst_beyond_max_abs.empty() || ratio > rep.beyond_max_abs_worst_ratio)
