@@ -563,8 +563,8 @@ TEST(Report, OverallVerdictIncludesTheMutationMatrixAndTheSweep) {
   r.sweep[0].fail = 1;
   EXPECT_EQ(r.overall(), Verdict::fail);
   r.sweep[0].fail = 0;
-  r.sweep[0].beyond_max_abs = 1;  // beyond the max-abs threshold, passed by the order evidence
-  r.sweep[0].beyond_max_abs_worst_ratio = 19.3;
+  r.sweep[0].by_order_evidence = 1;  // beyond the max-abs threshold, passed by the order evidence
+  r.sweep[0].order_evidence_worst_ratio = 19.3;
   EXPECT_EQ(r.sweep[0].verdict(), Verdict::pass_with_limitations);
   EXPECT_EQ(r.overall(), Verdict::pass_with_limitations);
   r.sweep[0].first_failure = "ERROR x";
@@ -573,8 +573,8 @@ TEST(Report, OverallVerdictIncludesTheMutationMatrixAndTheSweep) {
   // Any FAIL, whatever rule decided it, is a FAIL of the row: there is no budget.
   r.sweep[0].fail = r.sweep[0].fail_max_abs = 1;
   EXPECT_EQ(r.sweep[0].verdict(), Verdict::fail);
-  r.sweep[0].beyond_max_abs_worst_ratio = 0;
-  r.sweep[0].beyond_max_abs = 0;
+  r.sweep[0].order_evidence_worst_ratio = 0;
+  r.sweep[0].by_order_evidence = 0;
   const std::string md = to_markdown(r);
   EXPECT_NE(md.find("## Mutation matrix"), std::string::npos) << md;
   EXPECT_NE(md.find("| rmsnorm | 1 caught | n/a | gap | 1 not run |"), std::string::npos) << md;  // classes as they come
@@ -585,8 +585,8 @@ TEST(Report, OverallVerdictIncludesTheMutationMatrixAndTheSweep) {
                  [](json& j) { j["sweep"][1]["verdict"] = "PASS"; });
   expect_refused("no_sweep", "/sweep", "missing", [](json& j) { j.erase("sweep"); });
   expect_refused("sweep_negative", "/sweep/0/fail", "cannot be negative", [](json& j) { j["sweep"][0]["fail"] = -1; });
-  expect_refused("sweep_counts", "/sweep/1/beyond_max_abs", "do not add up",
-                 [](json& j) { j["sweep"][1]["beyond_max_abs"] = 1000000000; });
+  expect_refused("sweep_counts", "/sweep/1/by_order_evidence", "do not add up",
+                 [](json& j) { j["sweep"][1]["by_order_evidence"] = 1000000000; });
 }
 
 TEST(Report, OverallVerdictIncludesGate1) {
