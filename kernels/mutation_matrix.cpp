@@ -38,6 +38,8 @@ const char* check_name(Check c) {
     case Check::structure: return "structure";
     case Check::ulp_limit: return "ULP limit";
     case Check::envelope: return "envelope";
+    case Check::length_sweep: return "length sweep";
+    case Check::error_distribution: return "error distribution";
     case Check::poison: return "poison / two launches";
     case Check::guard_bands: return "guard bands";
     case Check::passes: return "passes (legitimate)";
@@ -54,6 +56,12 @@ std::vector<Check> checks_fired(const GateResult& r) {
   if (r.gate_valid && r.target_error > r.threshold && (r.order_evaluations == 0 || r.target_error > r.order_threshold))
     out.push_back(Check::max_abs_gate);
   if (!r.gate_valid && !r.target_in_envelope) out.push_back(Check::envelope);
+  // SPEC §4's fallback (numgate/gate.h: the length sweep and the error distribution).
+  if (r.verdict == Verdict::fail && r.decided_by.find("error distribution (a bias only the target has)") != std::string::npos)
+    out.push_back(Check::error_distribution);
+  if (r.verdict == Verdict::fail && (r.decided_by.find("length sweep (the target's error grows faster") != std::string::npos ||
+                                     r.decided_by.rfind("length sweep (", 0) == 0))
+    out.push_back(Check::length_sweep);
   return out;
 }
 

@@ -56,12 +56,15 @@ enum class Check {
   structure,           ///< NaN / Inf / exact zeros where the rounded golden has none (or the reverse)
   ulp_limit,           ///< an elementwise op's ULP limit exceeded
   envelope,            ///< outside the conditioning envelope of an invalid gate
+  length_sweep,        ///< an invalid gate's length sweep: error growing faster with T than any
+                       ///< legitimate evaluation's, or a sweep case failing its own rules
+  error_distribution,  ///< an invalid gate's error distribution: a bias only the target has
   poison,              ///< two launches differ / an element never written (GPU)
   guard_bands,         ///< an out-of-bounds write (GPU)
   passes,              ///< a legitimate variation: must PASS (never a check that fires)
 };
-/// "max-abs gate", "decidable rounding", "structure", "ULP limit", "envelope", "poison / two
-/// launches", "guard bands", "passes (legitimate)"
+/// "max-abs gate", "decidable rounding", "structure", "ULP limit", "envelope", "length sweep",
+/// "error distribution", "poison / two launches", "guard bands", "passes (legitimate)"
 const char* check_name(Check c);
 /// The checks that fired on one gated tensor (its verdict FAIL or not).
 std::vector<Check> checks_fired(const GateResult& r);

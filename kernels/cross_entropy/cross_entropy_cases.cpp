@@ -171,6 +171,9 @@ std::vector<CaseSpec> CrossEntropyOp::cases() const {
       c(D::fp16, {6, 64}, 70).pattern("value_coverage").param("reduction", none)
           .description("value coverage: subnormal and near-overflow loss, near-overflow dlogits, lse cancelling, "
                        "a very negative row").production(),
+      c(D::fp32, {8, 1024}, 130).pattern("ill_conditioned").param("reduction", none)
+          .description("target logit 25 above the rest: loss and p_target - 1 cancel (gates not valid: SPEC §4's fallback)")
+          .production(),
   };
 }
 

@@ -87,6 +87,8 @@ const char* mutant_name(Mutant m) {
 //   mixed        logits 2 N(0,1); tokens t % 3 == 1 ignored; tokens t % 5 == 0 confident
 //                (target logit set to the row maximum + 10)
 //   confident    every token confident (target logit = row max + 10)
+//   ill_conditioned  every target logit = row max + 25: loss and the target's dlogit cancel
+//                below FP32's resolution (their gates are not valid; see the pattern's code)
 //   softcap      logits 20 N(0,1) (of the order of a soft cap of 30); tokens t % 4 == 3 ignored
 //   extreme      logits 1e4 N(0,1) (fp16: 1e3 N(0,1)); token 0: two equal logits of 1e8
 //                (fp16: 6e4) at j = 0 and j = vocab / 2, target 0 (loss log 2); token 1:
@@ -131,6 +133,19 @@ std::map<std::string, Tensor> CrossEntropyOp::make_inputs(const CaseSpec& c) con
     }
   } else if (c.pattern == "confident") {
     for (std::int64_t t = 0; t < k.tokens; ++t) confident(t);
+  } else if (c.pattern == "ill_conditioned") {
+    // Every target logit 25 above its row's maximum: the other probabilities are < e^-25
+    // each, so loss = lse - z_target = log(1 + sum_j e^(z_j - z_target)) < (V - 1) e^-25
+    // (~1e-8 for V = 1024, resolved by FP64 next to lse ~ 30) and the target's dlogit
+    // p_target - 1 cancel below FP32's resolution of 1 (2^-24): a same-precision
+    // reference gives 0 for both, the gates of loss and dlogits are not valid (SPEC §4's
+    // fallback decides).
+    for (std::int64_t t = 0; t < k.tokens; ++t) {
+      const std::size_t base = static_cast<std::size_t>(t) * V;
+      double m = -inf;
+      for (std::size_t j = 0; j < V; ++j) m = std::max(m, x.get(base + j));
+      x.set(base + static_cast<std::size_t>(tg.get(static_cast<std::size_t>(t))), m + 25.0);
+    }
   } else if (c.pattern == "all_ignored") {
     for (std::int64_t t = 0; t < k.tokens; ++t) ignore(t);
   } else if (c.pattern == "extreme") {
@@ -178,7 +193,7 @@ std::map<std::string, Tensor> CrossEntropyOp::make_inputs(const CaseSpec& c) con
   } else {
     throw std::invalid_argument("cross_entropy case '" + c.name + "': unknown pattern '" + c.pattern +
                                 "' (known: normal, mixed, confident, softcap, extreme, all_ignored, nonfinite, "
-                                "value_coverage)");
+                                "value_coverage, ill_conditioned)");
   }
   require_valid_targets(c, k, targets_of(tg));
   return {{"logits", x}, {"targets", tg}, {"dloss", dl}};

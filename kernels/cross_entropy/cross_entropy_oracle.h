@@ -142,6 +142,11 @@ class CrossEntropyOp final : public Op {
                                                 const SumPolicy& p) const override {
     return reference_variant(c, in, Mutant::none, p);
   }
+  /// Every gated tensor (loss, lse, dlogits) reduces over a token's vocab (the last axis of
+  /// the logits); a mean or sum loss also over the tokens, whose count the sweep keeps.
+  int reduction_axis(const CaseSpec& c, const std::string&) const override {
+    return c.shape.empty() ? -1 : static_cast<int>(c.shape.size()) - 1;
+  }
 };
 
 }  // namespace numgate::cross_entropy

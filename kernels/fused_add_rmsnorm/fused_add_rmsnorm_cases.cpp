@@ -65,6 +65,9 @@ std::vector<CaseSpec> FusedAddRMSNormOp::cases() const {
           .production(),
       c(D::fp16, {8, 64}, 414).pattern("value_coverage")
           .description("value coverage: zero rows and columns, zero and huge scales, subnormal and near-overflow results").production(),
+      c(D::fp32, {8, 1024}, 430).pattern("ill_conditioned")
+          .description("w dy parallel to hhat, d_residual_out 0: dx cancels to dy's rounding (gate not valid: SPEC §4's fallback)")
+          .production(),
   };
 }
 

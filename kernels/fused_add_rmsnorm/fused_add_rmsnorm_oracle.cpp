@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <stdexcept>
+#include <vector>
 
 #include "numgate/random.h"
 
@@ -114,10 +115,32 @@ std::map<std::string, Tensor> FusedAddRMSNormOp::make_inputs(const CaseSpec& c) 
       dres.set(static_cast<std::size_t>(2 * d.hidden + j), 0x1p-17 * rdres.normal(static_cast<std::size_t>(2 * d.hidden + j)));
     }
     for (std::int64_t r = 0; r < d.rows; ++r) dres.set(static_cast<std::size_t>(r * d.hidden + 1), 0.0);
+  } else if (c.pattern == "ill_conditioned") {
+    // RMSNorm's (rmsnorm_oracle.h) on h = x + residual with residual = x / 2 (x ~ 100 N(0,1)
+    // with its last 2 bits clear, so h = 1.5 x is exact in the dtype: the FP32 and FP64 h
+    // agree), w in [0.75, 1.25], d_residual_out = 0 (dx is then the cancelling part alone).
+    std::vector<double> h(n), scale(static_cast<std::size_t>(d.hidden));
+    const double u = dtype_unit_roundoff(c.dtype);
+    for (std::size_t i = 0; i < n; ++i) {
+      // Round x to a multiple of 4 ulp of its binade: x, x / 2 and 1.5 x are then exact.
+      const double v = 100.0 * rx.normal(i);
+      int e = 0;
+      std::frexp(v, &e);
+      const double q = std::ldexp(8.0 * u, e - 1);
+      x.set(i, std::nearbyint(v / q) * q);
+      res.set(i, x.get(i) / 2.0);
+      h[i] = x.get(i) + res.get(i);
+      dres.set(i, 0.0);
+    }
+    for (std::int64_t j = 0; j < d.hidden; ++j) {
+      w.set(j, 0.75 + 0.5 * rw.uniform(j));
+      scale[static_cast<std::size_t>(j)] = w.get(j);
+    }
+    rmsnorm::apply_ill_conditioned_dy(c, "fused_add_rmsnorm", h, scale, false, dy);
   } else {
     throw std::invalid_argument("fused_add_rmsnorm case '" + c.name + "': unknown pattern '" + c.pattern +
                                 "' (known: normal, near_zero_variance, zero_row, nonfinite, rounding_bias, "
-                                "overflow_sum, value_coverage)");
+                                "overflow_sum, value_coverage, ill_conditioned)");
   }
   return {{"x", x}, {"residual", res}, {"w", w}, {"dy", dy}, {"d_residual_out", dres}};
 }

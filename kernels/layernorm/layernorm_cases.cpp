@@ -69,6 +69,9 @@ std::vector<CaseSpec> LayerNormOp::cases() const {
       c(D::fp32, {1, 512, 5120}, 116).description("production: 1 x 512 tokens, hidden 5120, fp32").production(),
       c(D::fp16, {8, 64}, 117).pattern("value_coverage")
           .description("value coverage: zero rows and columns, zero and huge scales, subnormal and near-overflow results").production(),
+      c(D::fp32, {8, 1024}, 130).pattern("ill_conditioned")
+          .description("w dy = a + b xhat: dx cancels to dy's rounding (gate not valid: SPEC §4's fallback)")
+          .production(),
   };
 }
 

@@ -57,6 +57,9 @@ std::vector<CaseSpec> OffsetRMSNormOp::cases() const {
           .production(),
       c(D::fp16, {8, 64}, 313).pattern("value_coverage")
           .description("value coverage: zero rows and columns, zero and huge scales, subnormal and near-overflow results").production(),
+      c(D::fp32, {8, 1024}, 320).pattern("ill_conditioned")
+          .description("(1 + w) dy parallel to xhat: dx cancels to dy's rounding (gate not valid: SPEC §4's fallback)")
+          .production(),
   };
 }
 

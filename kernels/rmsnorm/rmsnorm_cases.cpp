@@ -45,6 +45,9 @@ std::vector<CaseSpec> RMSNormOp::cases() const {
       c(D::fp32, {2, 40000}, 104).description("fp32 row too long for the register cache (streaming path)").production(),
       c(D::fp16, {8, 64}, 19).pattern("value_coverage")
           .description("value coverage: zero rows and columns, zero and huge scales, subnormal and near-overflow results").production(),
+      c(D::fp32, {8, 1024}, 20).pattern("ill_conditioned")
+          .description("w dy parallel to xhat: dx cancels to dy's rounding (gate not valid: SPEC §4's fallback)")
+          .production(),
   };
 }
 

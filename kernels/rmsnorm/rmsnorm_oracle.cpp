@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <stdexcept>
+#include <vector>
 
 #include "numgate/random.h"
 
@@ -62,6 +63,31 @@ void apply_value_coverage_pattern(const CaseSpec& c, const std::string& op, Tens
   w.set(6, w_one);
 }
 
+void apply_ill_conditioned_dy(const CaseSpec& c, const std::string& op, const std::vector<double>& h,
+                              const std::vector<double>& scale, bool centred, Tensor& dy) {
+  const RowShape d = row_shape(c, op);
+  if (c.dtype != DType::fp32 && c.dtype != DType::fp64)
+    throw std::invalid_argument(op + " case '" + c.name +
+                                "': pattern ill_conditioned needs fp32 or fp64 (a bf16 or fp16 dy's rounding leaves a "
+                                "residue an FP32 reference resolves)");
+  const RandomStream rp(c.seed, kStreamPattern);
+  const double eps = c.param("eps");
+  const auto H = static_cast<std::size_t>(d.hidden);
+  for (std::int64_t r = 0; r < d.rows; ++r) {
+    const std::size_t base = static_cast<std::size_t>(r) * H;
+    double mean = 0.0, ms = 0.0;
+    if (centred) {
+      for (std::size_t j = 0; j < H; ++j) mean += h[base + j];
+      mean /= static_cast<double>(H);
+    }
+    for (std::size_t j = 0; j < H; ++j) ms += (h[base + j] - mean) * (h[base + j] - mean);
+    const double rstd = 1.0 / std::sqrt(ms / static_cast<double>(H) + eps);
+    const double a = centred ? rp.normal(2 * static_cast<std::uint64_t>(r)) : 0.0;
+    const double b = 1.0 + 0.25 * rp.normal(2 * static_cast<std::uint64_t>(r) + 1);
+    for (std::size_t j = 0; j < H; ++j) dy.set(base + j, (a + b * (h[base + j] - mean) * rstd) / scale[j]);
+  }
+}
+
 std::map<std::string, Tensor> RMSNormOp::make_inputs(const CaseSpec& c) const {
   const RowShape d = dims_of(c);
   Tensor x(c.dtype, c.shape), w(c.dtype, {d.hidden}), dy(c.dtype, c.shape);
@@ -97,9 +123,21 @@ std::map<std::string, Tensor> RMSNormOp::make_inputs(const CaseSpec& c) const {
     for (std::size_t i = 0; i < n; ++i) x.set(i, 300.0);
   } else if (c.pattern == "value_coverage") {  // rmsnorm_oracle.h
     apply_value_coverage_pattern(c, "rmsnorm", x, w, dy, 0.0, 0.3 * 65504.0, 1.0);
+  } else if (c.pattern == "ill_conditioned") {  // x ~ 100 N(0,1), w in [0.75, 1.25]: rmsnorm_oracle.h
+    std::vector<double> h(n), scale(static_cast<std::size_t>(d.hidden));
+    for (std::size_t i = 0; i < n; ++i) {
+      x.set(i, 100.0 * rx.normal(i));
+      h[i] = x.get(i);
+    }
+    for (std::int64_t j = 0; j < d.hidden; ++j) {
+      w.set(j, 0.75 + 0.5 * rw.uniform(j));
+      scale[static_cast<std::size_t>(j)] = w.get(j);
+    }
+    apply_ill_conditioned_dy(c, "rmsnorm", h, scale, false, dy);
   } else {
     throw std::invalid_argument("rmsnorm case '" + c.name + "': unknown pattern '" + c.pattern +
-                                "' (known: normal, near_zero_variance, zero_row, spiky, constant_300, value_coverage)");
+                                "' (known: normal, near_zero_variance, zero_row, spiky, constant_300, value_coverage, "
+                                "ill_conditioned)");
   }
   return {{"x", x}, {"w", w}, {"dy", dy}};
 }

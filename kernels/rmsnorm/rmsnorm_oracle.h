@@ -32,6 +32,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "numgate/op.h"
 
@@ -71,6 +72,23 @@ std::map<std::string, Tensor> reference_variant(const CaseSpec& c, const std::ma
 /// The ops pass the w values giving their scale 0, big and 1 (OffsetRMSNorm: w = -1, ..., 0).
 void apply_value_coverage_pattern(const CaseSpec& c, const std::string& op, Tensor& x, Tensor& w, Tensor& dy,
                                   double w_zero, double w_big, double w_one);
+
+/// The upstream gradient of pattern ill_conditioned (a genuinely ill-conditioned backward of
+/// a row-wise norm, for SPEC §4's fallback): per row r, with h the row's normalized input
+/// (x; fused add + RMSNorm: x + residual) as the FP64 oracle sees it, centred (LayerNorm:
+/// minus its mean) or not (RMSNorm), hhat = h rstd, rstd = 1 / sqrt(mean(h^2) + eps) (after
+/// centring), and `scale` the element's gain (w; OffsetRMSNorm: 1 + w):
+///   dy = (a_r + b_r hhat) / scale,   a_r = centred ? N(0,1) : 0,   b_r = 1 + 0.25 N(0,1).
+/// Then scale dy lies in the null space of the norm's backward projection (RMSNorm:
+/// rstd (g - hhat mean(g hhat)) with g = scale dy; LayerNorm also minus mean(g)) up to dy's
+/// rounding and 1 - mean(hhat^2) = eps / (mean(h^2) + eps): with |h| ~ 100 (mean square 1e4
+/// >> eps) dx cancels to the rounding of dy, condition ~ 1 / u of the dtype, and an FP32
+/// reference cannot resolve it (the gate of dx is not valid). Needs fp32 or fp64 (a bf16 or
+/// fp16 dy's rounding would leave a residue an FP32 reference resolves); throws
+/// std::invalid_argument naming the case otherwise. h and scale: row-major [rows, hidden]
+/// and [hidden].
+void apply_ill_conditioned_dy(const CaseSpec& c, const std::string& op, const std::vector<double>& h,
+                              const std::vector<double>& scale, bool centred, Tensor& dy);
 
 /// The RMSNorm op: inputs x, w, dy; gated tensors y, dx, dw.
 class RMSNormOp final : public Op {

@@ -98,6 +98,9 @@ class RopeOp final : public Op {
                                                 const SumPolicy& p) const override {
     return reference_variant(c, in, Mutant::none, p);
   }
+  /// No reduction: every output element is a two-term rotation (x cos -+ partner sin),
+  /// whatever the head dimension; the length sweep has no T to vary.
+  int reduction_axis(const CaseSpec&, const std::string&) const override { return -1; }
 };
 
 }  // namespace numgate::rope

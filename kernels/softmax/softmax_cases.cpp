@@ -143,6 +143,9 @@ std::vector<CaseSpec> SoftmaxOp::cases() const {
       c(D::fp16, {1, 8, 1024, 4096}, 101).param("scale", kScale128).param("mask_mode", causal)
           .description("production: 8 heads x 1024 queries x 4096 keys causal, fp16 (decode/chunked prefill)")
           .production(),
+      c(D::fp32, {8, 1024}, 130).param("scale", kScale).pattern("ill_conditioned")
+          .description("dy constant per row: dx = a y (1 - sum y) cancels (gate not valid: SPEC §4's fallback)")
+          .production(),
   };
 }
 

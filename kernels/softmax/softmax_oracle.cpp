@@ -183,9 +183,20 @@ std::map<std::string, Tensor> SoftmaxOp::make_inputs(const CaseSpec& c) const {
     x.set(static_cast<std::size_t>(1 * d.k_len + 5 % d.k_len), inf);
     x.set(static_cast<std::size_t>(2 * d.k_len + 7 % d.k_len), -inf);
     dy.set(static_cast<std::size_t>(3 * d.k_len + 9 % d.k_len), nan);
+  } else if (c.pattern == "ill_conditioned") {
+    // A genuinely ill-conditioned backward (SPEC §4's fallback): dy constant along each row
+    // (a_r = 1 + 0.25 N(0,1), rounded once), so dx = y (dy - sum_j dy_j y_j) = a_r y (1 -
+    // sum_j y_j) cancels to the rounding of the row sum of y: |dx| ~ 1e-16 a y in FP64,
+    // while an FP32 evaluation leaves ~1e-7 a y: dx's gate is not valid. Scores as normal.
+    for (std::size_t i = 0; i < n; ++i) x.set(i, 3.0 * rx.normal(i));
+    const RandomStream rrow(c.seed, kStreamDy + 100);
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::size_t row = i / static_cast<std::size_t>(d.k_len);
+      dy.set(i, 1.0 + 0.25 * rrow.normal(row));
+    }
   } else {
     throw std::invalid_argument("softmax case '" + c.name + "': unknown pattern '" + c.pattern +
-                                "' (known: normal, large, very_negative, nonfinite)");
+                                "' (known: normal, large, very_negative, nonfinite, ill_conditioned)");
   }
 
   if (mode == 2) {

@@ -127,12 +127,13 @@ TEST(FusedAddRMSNormMutants, ResidualOutRoundedTowardZeroIsCaught) {
   // reference's error) almost everywhere, so only the declared 0-ULP rule for residual_out
   // catches it, on every case where some sum rounds away from zero under round-to-nearest:
   // all but the 1x1 cases, the rounding_bias ones (built so that every sum rounds toward
-  // zero anyway) and value_coverage (residual 0: every sum h = x is exact in the dtype).
+  // zero anyway), value_coverage (residual 0: every sum h = x is exact in the dtype) and
+  // ill_conditioned (h = 1.5 x exact in the dtype by construction).
   using M = fused_add_rmsnorm::Mutant;
   expect_caught("fused_add_rmsnorm", fused_add_rmsnorm::mutant_name(M::residual_out_toward_zero),
                 fused_variant(M::residual_out_toward_zero), [](const CaseData& c) {
                   return c.spec.pattern != "rounding_bias" && c.spec.pattern != "value_coverage" &&
-                         c.inputs.at("x").numel() > 1;
+                         c.spec.pattern != "ill_conditioned" && c.inputs.at("x").numel() > 1;
                 });
 }
 

@@ -87,6 +87,16 @@ GateResult tensor(const std::string& name, Verdict v) {
   t.worst_golden = -3.3962207431346178;
   t.worst_reference = -3.390625;
   t.worst_target = -3.484375;
+  // The length sweep's figures (a not-valid gate's fallback) round-trip as well.
+  t.sweep_lengths = {1024, 512, 256, 128};
+  t.sweep_seeds = 4;
+  t.target_growth = 0.4812345678901234;
+  t.legitimate_growth = 0.6191722584;
+  t.bias_compared = true;
+  t.target_bias = 0.0091641;
+  t.legitimate_bias = 0.0122;
+  t.sweep_unavailable = "";
+  t.decided_by = "conditioning envelope and order evidence and length sweep (noise)";
   t.verdict = v;
   return t;
 }
@@ -209,7 +219,7 @@ TEST(Report, RoundTripGivesAnEqualReport) {
   EXPECT_EQ(slurp(again + "/report.json"), slurp(dir + "/report.json"));
   // The schema version is the first key and an integer.
   const std::string text = slurp(dir + "/report.json");
-  EXPECT_EQ(text.rfind("{\n  \"schema_version\": 4,", 0), 0u) << text.substr(0, 80);
+  EXPECT_EQ(text.rfind("{\n  \"schema_version\": 5,", 0), 0u) << text.substr(0, 80);
 }
 
 TEST(Report, NonFiniteDoublesAreStoredAsStrings) {
@@ -356,7 +366,8 @@ TEST(Report, RefusesASchemaVersionItDoesNotRead) {
   expect_refused("schema1", "/schema_version", "version 1 is not read", [](json& j) { j["schema_version"] = 1; });
   expect_refused("schema2", "/schema_version", "version 2 is not read", [](json& j) { j["schema_version"] = 2; });
   expect_refused("schema3", "/schema_version", "version 3 is not read", [](json& j) { j["schema_version"] = 3; });
-  expect_refused("schema5", "/schema_version", "version 5 is not read", [](json& j) { j["schema_version"] = 5; });
+  expect_refused("schema4", "/schema_version", "version 4 is not read", [](json& j) { j["schema_version"] = 4; });
+  expect_refused("schema6", "/schema_version", "version 6 is not read", [](json& j) { j["schema_version"] = 6; });
   expect_refused("schema0", "/schema_version", "version 0 is not read", [](json& j) { j["schema_version"] = 0; });
   expect_refused("schema_str", "/schema_version", "expected an integer", [](json& j) { j["schema_version"] = "2"; });
   expect_refused("schema_missing", "/schema_version", "missing", [](json& j) { j.erase("schema_version"); });
@@ -564,6 +575,7 @@ TEST(Report, OverallVerdictIncludesTheMutationMatrixAndTheSweep) {
   EXPECT_EQ(r.overall(), Verdict::fail);
   r.sweep[0].fail = 0;
   r.sweep[0].by_order_evidence = 1;  // beyond the max-abs threshold, passed by the order evidence
+  r.sweep[0].by_length_sweep = 1;    // a gate not valid: the length sweep ran too
   r.sweep[0].order_evidence_worst_ratio = 19.3;
   EXPECT_EQ(r.sweep[0].verdict(), Verdict::pass_with_limitations);
   EXPECT_EQ(r.overall(), Verdict::pass_with_limitations);
@@ -575,10 +587,11 @@ TEST(Report, OverallVerdictIncludesTheMutationMatrixAndTheSweep) {
   EXPECT_EQ(r.sweep[0].verdict(), Verdict::fail);
   r.sweep[0].order_evidence_worst_ratio = 0;
   r.sweep[0].by_order_evidence = 0;
+  r.sweep[0].by_length_sweep = 0;
   const std::string md = to_markdown(r);
   EXPECT_NE(md.find("## Mutation matrix"), std::string::npos) << md;
   EXPECT_NE(md.find("| rmsnorm | 1 caught | n/a | gap | 1 not run |"), std::string::npos) << md;  // classes as they come
-  EXPECT_NE(md.find("| rmsnorm | 1000 | 0 | 3000 | 1 | 1 | 0 | 0 | 0 | 0 | 0 (0.000e+00) | FAIL |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| rmsnorm | 1000 | 0 | 3000 | 1 | 1 | 0 | 0 | 0 | 0 | 0 (0.000e+00) | 0 | FAIL |"), std::string::npos) << md;
   expect_refused("matrix_status", "/mutation_matrix/0/status", "unknown mutation-matrix status \"ok\"",
                  [](json& j) { j["mutation_matrix"][0]["status"] = "ok"; });
   expect_refused("sweep_verdict", "/sweep/1/verdict", "its counts give \"FAIL\"",
@@ -587,6 +600,8 @@ TEST(Report, OverallVerdictIncludesTheMutationMatrixAndTheSweep) {
   expect_refused("sweep_negative", "/sweep/0/fail", "cannot be negative", [](json& j) { j["sweep"][0]["fail"] = -1; });
   expect_refused("sweep_counts", "/sweep/1/by_order_evidence", "do not add up",
                  [](json& j) { j["sweep"][1]["by_order_evidence"] = 1000000000; });
+  expect_refused("sweep_counts_length", "/sweep/1/by_order_evidence", "do not add up",
+                 [](json& j) { j["sweep"][1]["by_length_sweep"] = 1000000000; });
 }
 
 TEST(Report, OverallVerdictIncludesGate1) {

@@ -363,6 +363,15 @@ std::vector<MatrixRow> matrix_rows() {
   return rows;
 }
 
+TargetRunner pass_runner(const TargetPass& pass, const std::vector<std::string>& writes, std::size_t offset_elems,
+                         const Precheck& precheck) {
+  return [&pass, writes, offset_elems, precheck](const CaseData& cd) {
+    PassRun run = run_pass(cd, pass, writes, offset_elems, 0xFF, precheck);
+    if (!run.problems.empty()) throw std::runtime_error(cd.spec.name + ": " + run.problems.front());
+    return std::move(run.outputs);
+  };
+}
+
 GatedLaunches gate_launches(const CaseData& c, const TargetPass& pass, const std::vector<std::string>& writes,
                             const Precheck& precheck, const std::string& label) {
   const int n = pass.deterministic ? 2 : kNondeterministicLaunches;
@@ -371,7 +380,9 @@ GatedLaunches gate_launches(const CaseData& c, const TargetPass& pass, const std
   GatedLaunches out;
   for (const PassRun& r : runs) out.problems.insert(out.problems.end(), r.problems.begin(), r.problems.end());
   int differing = 0, max_distinct = 1;
-  const CaseGate gate(find_op(c.op), c);  // with the order evidence (numgate/gate.h)
+  // With the order evidence and, for a gate not valid, the length sweep, whose runner
+  // launches the pass on each sweep case (numgate/gate.h).
+  const CaseGate gate(find_op(c.op), c, pass_runner(pass, writes, 0, precheck));
   for (const auto& t : writes) {
     // Bitwise-distinct results, in launch order.
     std::vector<const Tensor*> distinct;

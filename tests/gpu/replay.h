@@ -110,6 +110,12 @@ struct PassRun {
 using Precheck = std::function<cudaError_t(const CaseSpec&, const DevicePtrs&, cudaStream_t)>;
 PassRun run_pass(const CaseData& c, const TargetPass& pass, const std::vector<std::string>& writes,
                  std::size_t offset_elems, unsigned char poison, const Precheck& precheck = {});
+/// The pass as the length sweep's runner (numgate/gate.h: TargetRunner): run_pass on the
+/// sweep case (NaN poison, buffers `offset_elems` off their alignment); a memory problem
+/// (guard damage, modified inputs) or a CUDA error throws: the sweep then decides nothing.
+/// `pass` must outlive the runner.
+TargetRunner pass_runner(const TargetPass& pass, const std::vector<std::string>& writes, std::size_t offset_elems,
+                         const Precheck& precheck);
 /// Empty when bitwise equal; else the first differing element with both values.
 std::string first_bit_difference(const Tensor& a, const Tensor& b);
 

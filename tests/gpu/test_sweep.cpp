@@ -84,7 +84,8 @@ SweepReport sweep(const std::string& op_name, std::int64_t seeds) {
           std::string memory;
           if (pass->deterministic) {
             const PassRun run = run_pass(c, *pass, decl.writes, 0, 0xFF, target->precheck);
-            const CaseGate gate(find_op(c.op), c);  // with the order evidence (numgate/gate.h)
+            // With the order evidence and the length sweep (numgate/gate.h).
+            const CaseGate gate(find_op(c.op), c, pass_runner(*pass, decl.writes, 0, target->precheck));
             for (const auto& t : decl.writes) gated[t] = gate(t, &run.outputs.at(t));
             if (!run.problems.empty()) memory = run.problems.front();
           } else {
@@ -99,6 +100,7 @@ SweepReport sweep(const std::string& op_name, std::int64_t seeds) {
             // max-abs threshold, or a gate not valid with the target inside its envelope.
             if (r.order_evaluations > 0) {
               ++rep.by_order_evidence;
+              if (!r.sweep_lengths.empty()) ++rep.by_length_sweep;  // SPEC §4's fallback swept T (gate not valid)
               const double ratio = r.threshold > 0 ? r.target_error / r.threshold : INFINITY;
               if (rep.worst_order_evidence.empty() || ratio > rep.order_evidence_worst_ratio)
                 rep.worst_order_evidence = target->label() + " " + pass->name + ":\n" + describe(r, c.spec);
@@ -141,7 +143,8 @@ class Sweep : public ::testing::Test {
               << r.tensors << " tensors gated, " << r.fail << " FAIL (max-abs " << r.fail_max_abs << ", decidable "
               << r.fail_decidable << ", structure " << r.fail_structure << ", ULP " << r.fail_ulp << ", envelope "
               << r.fail_envelope << "); decided by the order evidence: "
-              << r.by_order_evidence << ", worst " << r.order_evidence_worst_ratio << " x threshold\n";
+              << r.by_order_evidence << ", worst " << r.order_evidence_worst_ratio << " x threshold; with the length "
+              << "sweep (gate not valid): " << r.by_length_sweep << "\n";
     if (!r.worst_order_evidence.empty())
       std::cout << "  largest target_error / threshold decided by the order evidence:\n" << r.worst_order_evidence;
     // Asserted: nothing FAILs, by any rule (the order evidence included), nothing is
@@ -150,6 +153,12 @@ class Sweep : public ::testing::Test {
     EXPECT_TRUE(r.first_failure.empty()) << r.first_failure;
     EXPECT_NE(r.verdict(), Verdict::fail);
     EXPECT_EQ(r.seeds, config().sweep_seeds);
+    // A reduction op's ill_conditioned case (gate not valid by construction) among the shapes
+    // swept: the length sweep ran there on the GPU kernels (SPEC §4's fallback exercised).
+    const std::vector<CaseSpec> shapes = sweep_shapes(find_op(op_));
+    for (std::size_t i = 0; i < shapes.size(); ++i)
+      if (shapes[i].pattern == "ill_conditioned" && static_cast<std::int64_t>(i) < r.seeds)
+        EXPECT_GT(r.by_length_sweep, 0) << op_ << ": the ill_conditioned case got no length sweep";
   }
 
  private:

@@ -1,0 +1,241 @@
+// SPEC §4's fallback for a gate that is not valid (numgate/gate.h: the length sweep and the
+// error distribution), on the ill_conditioned generated case every reduction op declares:
+// the case is genuinely ill-conditioned (the same-precision reference cannot resolve it),
+// every legitimate evaluation passes it WITH LIMITATIONS, decided by the sweep, and a
+// systematic error inside the conditioning envelope — a one-sided offset, a truncating
+// accumulator — FAILs by the evidence that sees it, where the envelope alone passes it.
+//   IllConditioned.*
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <iostream>
+
+#include "mutant_testbed.h"
+#include "numgate/random.h"
+
+namespace numgate::testing {
+namespace {
+
+// The ops with a reduction (Op::reduction_axis of some gated tensor >= 0 and legitimate
+// orders, Op::reference_under): RoPE's rotations and the GLUs have none.
+const std::vector<std::string> kReductionOps = {"cross_entropy", "fused_add_rmsnorm", "layernorm",
+                                                "offset_rmsnorm", "rmsnorm",           "softmax"};
+
+// The op's declared ill_conditioned case (exactly one, generated, small), materialized.
+CaseData ill_conditioned_case(const Op& op) {
+  std::vector<CaseSpec> found;
+  for (const CaseSpec& s : op.cases())
+    if (s.pattern == "ill_conditioned") found.push_back(s);
+  if (found.size() != 1)
+    throw std::logic_error(op.name() + " declares " + std::to_string(found.size()) +
+                           " ill_conditioned cases (one expected, in its case file)");
+  return materialize(op, found.front());
+}
+
+// The tensors of `c` whose gate is not valid with the reference alone (no target).
+std::vector<std::string> not_valid_tensors(const CaseData& c) {
+  std::vector<std::string> v;
+  for (const auto& t : c.output_names) {
+    const GateResult r = evaluate_gate(t, c.spec, c.golden.at(t), c.reference.at(t), nullptr);
+    if (!r.gate_valid) v.push_back(t);
+  }
+  return v;
+}
+
+// The target evaluated under a summation policy: a runner for the length sweep.
+TargetRunner policy_runner(const SumPolicy& p) {
+  return [p](const CaseData& cd) { return find_op(cd.op).reference_under(cd.spec, cd.inputs, p); };
+}
+
+// Gates tensor t of `c` with the target `run` gives (and `run` as the sweep's runner, or none).
+GateResult gate_with(const CaseData& c, const std::string& t, const TargetRunner& run, bool give_runner = true) {
+  const std::map<std::string, Tensor> out = run(c);
+  return CaseGate(find_op(c.op), c, give_runner ? run : TargetRunner{})(t, &out.at(t));
+}
+
+bool mentions(const GateResult& r, const std::string& what) { return r.decided_by.find(what) != std::string::npos; }
+
+// A quarter of the conditioning envelope's per-element bound (gate.h: gamma_m(u_acc)
+// abs_terms), added with one sign to the reference on every tensor whose gate is not valid:
+// inside the envelope (the reference's own error is far smaller), zero-mean nowhere.
+TargetRunner one_sided_offset() {
+  return [](const CaseData& cd) {
+    std::map<std::string, Tensor> out = cd.reference;
+    for (const auto& t : not_valid_tensors(cd)) {
+      const GoldenTensor& g = cd.golden.at(t);
+      const double m = 2.0 * static_cast<double>(g.envelope_length + 4), u = dtype_unit_roundoff(DType::fp32);
+      const double gamma = m * u / (1.0 - m * u);
+      Tensor& o = out.at(t);
+      for (std::size_t i = 0; i < o.numel(); ++i)
+        if (std::isfinite(o.get(i))) o.set(i, o.get(i) + 0.25 * gamma * g.abs_terms.get(i));
+    }
+    return out;
+  };
+}
+
+TEST(IllConditioned, EveryReductionOpDeclaresAGenuinelyIllConditionedCase) {
+  // The list above is every op with a reduction: a new one must declare its case.
+  std::vector<std::string> with_reduction;
+  for (const auto& op : all_ops()) {
+    bool has = false;
+    for (const CaseSpec& s : op->cases()) {
+      if (s.production && static_cast<std::size_t>(numel(s.shape)) > kSmallGeneratedCaseElements) continue;
+      for (const auto& t : op->output_names())
+        if (op->reduction_axis(s, t) >= 0 && !op->reference_under(s, op->make_inputs(s), SumPolicy{}).empty())
+          has = true;
+      break;  // the first small case decides (the answer does not depend on the case)
+    }
+    if (has) with_reduction.push_back(op->name());
+  }
+  EXPECT_EQ(with_reduction, kReductionOps);
+  for (const auto& name : kReductionOps) {
+    const Op& op = find_op(name);
+    const CaseData c = ill_conditioned_case(op);
+    EXPECT_TRUE(c.spec.production) << name << ": the ill_conditioned case is generated (never committed)";
+    EXPECT_LE(static_cast<std::size_t>(numel(c.spec.shape)), kSmallGeneratedCaseElements) << name;
+    const std::vector<std::string> bad = not_valid_tensors(c);
+    EXPECT_FALSE(bad.empty()) << name << "/" << c.spec.name << ": no gate is not valid";
+    for (const auto& t : bad) {
+      const GateResult r = evaluate_gate(t, c.spec, c.golden.at(t), c.reference.at(t), nullptr);
+      std::cout << "[ ill-conditioned ] " << name << "/" << c.spec.name << " " << t << ": reference/golden "
+                << r.reference_relative_error << " (limit " << r.params.max_reference_relative_error
+                << "), condition " << r.condition << ", reduction axis " << op.reduction_axis(c.spec, t) << "\n";
+      // Genuinely ill-conditioned: cancellation by orders of magnitude, and the reference a
+      // legitimate evaluation (inside its envelope), so the fallback decides.
+      EXPECT_GT(r.condition, 1e4) << name << " " << t;
+      EXPECT_GT(r.reference_relative_error, r.params.max_reference_relative_error) << name << " " << t;
+      EXPECT_TRUE(r.reference_in_envelope) << name << " " << t;
+      EXPECT_GE(op.reduction_axis(c.spec, t), 0) << name << " " << t;
+    }
+  }
+}
+
+// Every legitimate evaluation (all_sum_policies(): the order evidence's and the held-out
+// orders) as the target: PASS WITH LIMITATIONS on every tensor whose gate is not valid,
+// decided by the envelope, the order evidence and the length sweep; nothing FAILs.
+TEST(IllConditioned, LegitimateEvaluationsPassWithLimitationsByTheSweep) {
+  for (const auto& name : kReductionOps) {
+    const CaseData c = ill_conditioned_case(find_op(name));
+    const std::vector<std::string> bad = not_valid_tensors(c);
+    for (const SumPolicy& p : all_sum_policies())
+      for (const auto& t : c.output_names) {
+        const GateResult r = gate_with(c, t, policy_runner(p));
+        const bool not_valid = std::find(bad.begin(), bad.end(), t) != bad.end();
+        if (!not_valid) {
+          EXPECT_TRUE(r.verdict == Verdict::pass || r.verdict == Verdict::pass_with_limitations)
+              << policy_name(p) << ":\n" << describe(r, c.spec);
+          continue;
+        }
+        std::cout << "[ legitimate " << policy_name(p) << " ] " << name << " " << t << ": "
+                  << verdict_name(r.verdict) << ", growth " << r.target_growth << " (legitimate "
+                  << r.legitimate_growth << "), bias " << r.target_bias << " (legitimate " << r.legitimate_bias
+                  << ")\n";
+        EXPECT_EQ(r.verdict, Verdict::pass_with_limitations) << policy_name(p) << ":\n" << describe(r, c.spec);
+        EXPECT_GE(r.sweep_lengths.size(), 3u) << describe(r, c.spec);
+        EXPECT_EQ(r.sweep_seeds, kLengthSweepSeeds);
+        EXPECT_TRUE(mentions(r, "length sweep (noise")) << describe(r, c.spec);
+      }
+  }
+}
+
+// A one-sided offset of a quarter of the envelope: inside the envelope everywhere, so the
+// envelope alone passes it (INCONCLUSIVE at best: beyond the legitimate orders); the error
+// distribution sees a bias only the target has: FAIL, with or without a runner — but where
+// the reference is one-sided itself (cross-entropy's loss: the reference's 0 is below the
+// golden everywhere), which only the length sweep can tell: FAIL with a runner,
+// INCONCLUSIVE without one (never a pass).
+TEST(IllConditioned, ABiasOnlyTheTargetHasFails) {
+  int by_distribution = 0, tensors = 0;
+  for (const auto& name : kReductionOps) {
+    const CaseData c = ill_conditioned_case(find_op(name));
+    for (const auto& t : not_valid_tensors(c)) {
+      ++tensors;
+      for (const bool runner : {true, false}) {
+        const GateResult r = gate_with(c, t, one_sided_offset(), runner);
+        std::cout << "[ mutant one-sided offset" << (runner ? "" : ", no runner") << " ] " << name << " " << t
+                  << ": " << verdict_name(r.verdict) << " (" << r.decided_by << "), bias " << r.target_bias
+                  << " (legitimate " << r.legitimate_bias << ")\n";
+        EXPECT_TRUE(r.target_in_envelope) << "the mutant must stay inside the envelope:\n" << describe(r, c.spec);
+        if (runner) EXPECT_EQ(r.verdict, Verdict::fail) << describe(r, c.spec);
+        else EXPECT_TRUE(r.verdict == Verdict::fail || r.verdict == Verdict::inconclusive) << describe(r, c.spec);
+        if (r.verdict == Verdict::fail && mentions(r, "error distribution (a bias only the target has)"))
+          by_distribution += runner ? 1 : 0;
+        else if (r.verdict == Verdict::fail)
+          EXPECT_TRUE(mentions(r, "length sweep (the target's error grows faster")) << describe(r, c.spec);
+      }
+    }
+  }
+  // The error distribution decides on every tensor but the one-sided reference's.
+  EXPECT_GE(by_distribution, tensors - 1);
+}
+
+// An error at half the envelope's per-element bound, of a random sign per element
+// (zero-mean: no bias), grows like the bound, like T, where every legitimate evaluation's
+// grows like sqrt(T) or slower — a systematic error of the accumulation the envelope alone
+// passes: the length sweep FAILs it.
+TEST(IllConditioned, AnErrorGrowingLikeTFailsByTheLengthSweep) {
+  const TargetRunner grows_like_t = [](const CaseData& cd) {
+    std::map<std::string, Tensor> out = cd.reference;
+    const RandomStream sign(cd.spec.seed, 0x6A0);
+    for (const auto& t : not_valid_tensors(cd)) {
+      const GoldenTensor& g = cd.golden.at(t);
+      const double m = 2.0 * static_cast<double>(g.envelope_length + 4), u = dtype_unit_roundoff(DType::fp32);
+      const double gamma = m * u / (1.0 - m * u);
+      Tensor& o = out.at(t);
+      for (std::size_t i = 0; i < o.numel(); ++i)
+        if (std::isfinite(o.get(i)))
+          o.set(i, g.value.get(i) + (sign.uniform(i) < 0.5 ? -0.5 : 0.5) * gamma * g.abs_terms.get(i));
+    }
+    return out;
+  };
+  for (const auto& name : kReductionOps) {
+    const CaseData c = ill_conditioned_case(find_op(name));
+    for (const auto& t : not_valid_tensors(c)) {
+      const GateResult r = gate_with(c, t, grows_like_t);
+      std::cout << "[ mutant error growing like T ] " << name << " " << t << ": " << verdict_name(r.verdict) << " ("
+                << r.decided_by << "), growth " << r.target_growth << " (legitimate " << r.legitimate_growth
+                << "), bias " << r.target_bias << "\n";
+      EXPECT_TRUE(r.target_in_envelope) << "the mutant must stay inside the envelope:\n" << describe(r, c.spec);
+      EXPECT_EQ(r.verdict, Verdict::fail) << describe(r, c.spec);
+      EXPECT_TRUE(mentions(r, "length sweep (the target's error grows faster")) << describe(r, c.spec);
+    }
+  }
+}
+
+// A truncating accumulator (every FP32 add rounded toward zero: SumPolicy::round_toward_zero),
+// a real kernel bug. On the ill-conditioned cases it can hide: the norms' two row sums
+// (sum of squares and the dx projection) lose the same relative amount, which cancels in
+// dx, leaving its error within the fudge factor of the legitimate orders' on RMSNorm,
+// OffsetRMSNorm and fused add + RMSNorm (PASS WITH LIMITATIONS, printed). Asserted: where
+// it shows, the length sweep or the error distribution FAILs it (LayerNorm, softmax), and
+// every op's committed and small generated cases FAIL it (the well-conditioned cases'
+// max-abs threshold sees a truncated sum at once).
+TEST(IllConditioned, ATruncatingAccumulatorIsCaught) {
+  SumPolicy truncating;
+  truncating.round_toward_zero = true;
+  int by_fallback = 0;
+  for (const auto& name : kReductionOps) {
+    const CaseData c = ill_conditioned_case(find_op(name));
+    for (const auto& t : not_valid_tensors(c)) {
+      const GateResult r = gate_with(c, t, policy_runner(truncating));
+      std::cout << "[ mutant truncating accumulator ] " << name << "/" << c.spec.name << " " << t << ": "
+                << verdict_name(r.verdict) << " (" << r.decided_by << "), growth " << r.target_growth
+                << " (legitimate " << r.legitimate_growth << ")\n";
+      EXPECT_NE(r.verdict, Verdict::pass) << describe(r, c.spec);
+      if (r.verdict == Verdict::fail && (mentions(r, "length sweep (the target") || mentions(r, "error distribution (a bias")))
+        ++by_fallback;
+    }
+    int failed = 0;
+    std::vector<CaseData> cases = committed_cases_of(name);
+    for (CaseData& g : small_generated_cases_of(name, kSmallGeneratedElements)) cases.push_back(std::move(g));
+    for (const CaseData& k : cases)
+      if (gate_outputs(k, policy_runner(truncating)(k)).verdict == Verdict::fail) ++failed;
+    std::cout << "[ mutant truncating accumulator ] " << name << ": FAIL on " << failed << " of " << cases.size()
+              << " committed and small generated cases\n";
+    EXPECT_GT(failed, 0) << name;
+  }
+  EXPECT_GE(by_fallback, 2);
+}
+
+}  // namespace
+}  // namespace numgate::testing
