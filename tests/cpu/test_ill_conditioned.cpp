@@ -16,11 +16,28 @@
 namespace numgate::testing {
 namespace {
 
-// The ops with a reduction (Op::reduction_axis of some gated tensor >= 0 and legitimate
-// orders, Op::reference_under): RoPE's rotations and the GLUs have none.
-const std::vector<std::string> kReductionOps = {"cross_entropy", "fused_add_rmsnorm", "layernorm",
-                                                "offset_rmsnorm", "rmsnorm",           "softmax"};
-
+// The ops with a reduction, from the registry: a gated tensor with a reduction length
+// (Op::reduction_axis >= 0) and legitimate orders (Op::reference_under not empty) — every
+// one must declare its ill_conditioned case (RoPE's rotations and the GLUs have none).
+bool has_reduction(const Op& op) {
+  for (const CaseSpec& s : op.cases()) {
+    if (s.production && static_cast<std::size_t>(numel(s.shape)) > kSmallGeneratedCaseElements) continue;
+    if (op.reference_under(s, op.make_inputs(s), SumPolicy{}).empty()) return false;
+    for (const auto& t : op.output_names())
+      if (op.reduction_axis(s, t) >= 0) return true;
+    return false;  // the first small case decides (the answer does not depend on the case)
+  }
+  return false;
+}
+const std::vector<std::string>& reduction_ops() {
+  static const std::vector<std::string> v = [] {
+    std::vector<std::string> names;
+    for (const auto& op : all_ops())
+      if (has_reduction(*op)) names.push_back(op->name());
+    return names;
+  }();
+  return v;
+}
 // The op's declared ill_conditioned case (exactly one, generated, small), materialized.
 CaseData ill_conditioned_case(const Op& op) {
   std::vector<CaseSpec> found;
@@ -74,21 +91,10 @@ TargetRunner one_sided_offset() {
 }
 
 TEST(IllConditioned, EveryReductionOpDeclaresAGenuinelyIllConditionedCase) {
-  // The list above is every op with a reduction: a new one must declare its case.
-  std::vector<std::string> with_reduction;
-  for (const auto& op : all_ops()) {
-    bool has = false;
-    for (const CaseSpec& s : op->cases()) {
-      if (s.production && static_cast<std::size_t>(numel(s.shape)) > kSmallGeneratedCaseElements) continue;
-      for (const auto& t : op->output_names())
-        if (op->reduction_axis(s, t) >= 0 && !op->reference_under(s, op->make_inputs(s), SumPolicy{}).empty())
-          has = true;
-      break;  // the first small case decides (the answer does not depend on the case)
-    }
-    if (has) with_reduction.push_back(op->name());
-  }
-  EXPECT_EQ(with_reduction, kReductionOps);
-  for (const auto& name : kReductionOps) {
+  // Today's six (cross-entropy, fused add + RMSNorm, LayerNorm, OffsetRMSNorm, RMSNorm,
+  // softmax); a new op with a reduction joins by its descriptor and oracles alone.
+  EXPECT_GE(reduction_ops().size(), 6u);
+  for (const auto& name : reduction_ops()) {
     const Op& op = find_op(name);
     const CaseData c = ill_conditioned_case(op);
     EXPECT_TRUE(c.spec.production) << name << ": the ill_conditioned case is generated (never committed)";
@@ -114,7 +120,7 @@ TEST(IllConditioned, EveryReductionOpDeclaresAGenuinelyIllConditionedCase) {
 // orders) as the target: PASS WITH LIMITATIONS on every tensor whose gate is not valid,
 // decided by the envelope, the order evidence and the length sweep; nothing FAILs.
 TEST(IllConditioned, LegitimateEvaluationsPassWithLimitationsByTheSweep) {
-  for (const auto& name : kReductionOps) {
+  for (const auto& name : reduction_ops()) {
     const CaseData c = ill_conditioned_case(find_op(name));
     const std::vector<std::string> bad = not_valid_tensors(c);
     for (const SumPolicy& p : all_sum_policies())
@@ -146,7 +152,7 @@ TEST(IllConditioned, LegitimateEvaluationsPassWithLimitationsByTheSweep) {
 // INCONCLUSIVE without one (never a pass).
 TEST(IllConditioned, ABiasOnlyTheTargetHasFails) {
   int by_distribution = 0, tensors = 0;
-  for (const auto& name : kReductionOps) {
+  for (const auto& name : reduction_ops()) {
     const CaseData c = ill_conditioned_case(find_op(name));
     for (const auto& t : not_valid_tensors(c)) {
       ++tensors;
@@ -188,7 +194,7 @@ TEST(IllConditioned, AnErrorGrowingLikeTFailsByTheLengthSweep) {
     }
     return out;
   };
-  for (const auto& name : kReductionOps) {
+  for (const auto& name : reduction_ops()) {
     const CaseData c = ill_conditioned_case(find_op(name));
     for (const auto& t : not_valid_tensors(c)) {
       const GateResult r = gate_with(c, t, grows_like_t);
@@ -198,6 +204,30 @@ TEST(IllConditioned, AnErrorGrowingLikeTFailsByTheLengthSweep) {
       EXPECT_TRUE(r.target_in_envelope) << "the mutant must stay inside the envelope:\n" << describe(r, c.spec);
       EXPECT_EQ(r.verdict, Verdict::fail) << describe(r, c.spec);
       EXPECT_TRUE(mentions(r, "length sweep (the target's error grows faster")) << describe(r, c.spec);
+    }
+  }
+}
+
+// A target right at the case's own length and wrong at the others (a kernel with a bug in
+// a code path only other row lengths take: every element doubled there, far outside the
+// envelope): the sweep case's own rules FAIL it, named in decided_by.
+TEST(IllConditioned, ATargetWrongAtAnotherLengthFailsOnThatSweepCase) {
+  for (const auto& name : reduction_ops()) {
+    const CaseData c = ill_conditioned_case(find_op(name));
+    const std::vector<std::int64_t> own = c.spec.shape;
+    const TargetRunner wrong_elsewhere = [own](const CaseData& cd) {
+      std::map<std::string, Tensor> out = cd.reference;
+      if (cd.spec.shape == own) return out;
+      for (auto& [t, o] : out)
+        for (std::size_t i = 0; i < o.numel(); ++i) o.set(i, 2.0 * o.get(i) + 1.0);
+      return out;
+    };
+    for (const auto& t : not_valid_tensors(c)) {
+      const GateResult r = gate_with(c, t, wrong_elsewhere);
+      std::cout << "[ mutant wrong at other lengths ] " << name << " " << t << ": " << verdict_name(r.verdict) << " ("
+                << r.decided_by << ")\n";
+      EXPECT_EQ(r.verdict, Verdict::fail) << describe(r, c.spec);
+      EXPECT_EQ(r.decided_by.rfind("length sweep (", 0), 0u) << describe(r, c.spec);
     }
   }
 }
@@ -214,7 +244,7 @@ TEST(IllConditioned, ATruncatingAccumulatorIsCaught) {
   SumPolicy truncating;
   truncating.round_toward_zero = true;
   int by_fallback = 0;
-  for (const auto& name : kReductionOps) {
+  for (const auto& name : reduction_ops()) {
     const CaseData c = ill_conditioned_case(find_op(name));
     for (const auto& t : not_valid_tensors(c)) {
       const GateResult r = gate_with(c, t, policy_runner(truncating));
