@@ -97,16 +97,7 @@ std::map<std::string, Tensor> LayerNormOp::make_inputs(const CaseSpec& c) const 
     // x ~ 100 N(0,1), w in [0.75, 1.25], and dy = (a + b xhat) / w per row
     // (rmsnorm_oracle.h: apply_ill_conditioned_dy, centred): w dy lies in the null space of
     // dx = rstd (g - mean(g) - xhat mean(g xhat)) up to dy's rounding: dx's gate is not valid.
-    std::vector<double> h(n), scale(static_cast<std::size_t>(d.hidden));
-    for (std::size_t i = 0; i < n; ++i) {
-      x.set(i, 100.0 * rx.normal(i));
-      h[i] = x.get(i);
-    }
-    for (std::int64_t j = 0; j < d.hidden; ++j) {
-      w.set(j, 0.75 + 0.5 * rw.uniform(j));
-      scale[static_cast<std::size_t>(j)] = w.get(j);
-    }
-    rmsnorm::apply_ill_conditioned_dy(c, "layernorm", h, scale, true, dy);
+    rmsnorm::apply_ill_conditioned_pattern(c, "layernorm", rx, rw, 0.0, true, x, w, dy);
   } else {
     throw std::invalid_argument("layernorm case '" + c.name + "': unknown pattern '" + c.pattern +
                                 "' (known: normal, mean1, constant_row, zero_row, near_zero_variance, "

@@ -82,16 +82,7 @@ std::map<std::string, Tensor> OffsetRMSNormOp::make_inputs(const CaseSpec& c) co
     // (scale 1: a zero weight of this parameterisation).
     rmsnorm::apply_value_coverage_pattern(c, "offset_rmsnorm", x, w, dy, -1.0, 0.3 * 65504.0 - 1.0, 0.0);
   } else if (c.pattern == "ill_conditioned") {  // rmsnorm_oracle.h, with the scale 1 + w in [0.75, 1.25]
-    std::vector<double> h(n), scale(static_cast<std::size_t>(d.hidden));
-    for (std::size_t i = 0; i < n; ++i) {
-      x.set(i, 100.0 * rx.normal(i));
-      h[i] = x.get(i);
-    }
-    for (std::int64_t j = 0; j < d.hidden; ++j) {
-      w.set(j, 0.5 * rw.uniform(j) - 0.25);
-      scale[static_cast<std::size_t>(j)] = 1.0 + w.get(j);
-    }
-    rmsnorm::apply_ill_conditioned_dy(c, "offset_rmsnorm", h, scale, false, dy);
+    rmsnorm::apply_ill_conditioned_pattern(c, "offset_rmsnorm", rx, rw, 1.0, false, x, w, dy);
   } else {
     throw std::invalid_argument("offset_rmsnorm case '" + c.name + "': unknown pattern '" + c.pattern +
                                 "' (known: normal, near_zero_variance, zero_row, nonfinite, ones_offset, value_coverage, "

@@ -88,6 +88,22 @@ void apply_ill_conditioned_dy(const CaseSpec& c, const std::string& op, const st
   }
 }
 
+void apply_ill_conditioned_pattern(const CaseSpec& c, const std::string& op, const RandomStream& rx,
+                                   const RandomStream& rw, double w_offset, bool centred, Tensor& x, Tensor& w,
+                                   Tensor& dy) {
+  const std::size_t n = x.numel(), H = w.numel();
+  std::vector<double> h(n), scale(H);
+  for (std::size_t i = 0; i < n; ++i) {
+    x.set(i, 100.0 * rx.normal(i));
+    h[i] = x.get(i);
+  }
+  for (std::size_t j = 0; j < H; ++j) {
+    w.set(j, 0.75 + 0.5 * rw.uniform(j) - w_offset);
+    scale[j] = w_offset + w.get(j);
+  }
+  apply_ill_conditioned_dy(c, op, h, scale, centred, dy);
+}
+
 std::map<std::string, Tensor> RMSNormOp::make_inputs(const CaseSpec& c) const {
   const RowShape d = dims_of(c);
   Tensor x(c.dtype, c.shape), w(c.dtype, {d.hidden}), dy(c.dtype, c.shape);
@@ -124,16 +140,7 @@ std::map<std::string, Tensor> RMSNormOp::make_inputs(const CaseSpec& c) const {
   } else if (c.pattern == "value_coverage") {  // rmsnorm_oracle.h
     apply_value_coverage_pattern(c, "rmsnorm", x, w, dy, 0.0, 0.3 * 65504.0, 1.0);
   } else if (c.pattern == "ill_conditioned") {  // x ~ 100 N(0,1), w in [0.75, 1.25]: rmsnorm_oracle.h
-    std::vector<double> h(n), scale(static_cast<std::size_t>(d.hidden));
-    for (std::size_t i = 0; i < n; ++i) {
-      x.set(i, 100.0 * rx.normal(i));
-      h[i] = x.get(i);
-    }
-    for (std::int64_t j = 0; j < d.hidden; ++j) {
-      w.set(j, 0.75 + 0.5 * rw.uniform(j));
-      scale[static_cast<std::size_t>(j)] = w.get(j);
-    }
-    apply_ill_conditioned_dy(c, "rmsnorm", h, scale, false, dy);
+    apply_ill_conditioned_pattern(c, "rmsnorm", rx, rw, 0.0, false, x, w, dy);
   } else {
     throw std::invalid_argument("rmsnorm case '" + c.name + "': unknown pattern '" + c.pattern +
                                 "' (known: normal, near_zero_variance, zero_row, spiky, constant_300, value_coverage, "

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "numgate/op.h"
+#include "numgate/random.h"
 
 namespace numgate::rmsnorm {
 
@@ -89,6 +90,12 @@ void apply_value_coverage_pattern(const CaseSpec& c, const std::string& op, Tens
 /// and [hidden].
 void apply_ill_conditioned_dy(const CaseSpec& c, const std::string& op, const std::vector<double>& h,
                               const std::vector<double>& scale, bool centred, Tensor& dy);
+/// Pattern ill_conditioned of RMSNorm, OffsetRMSNorm and LayerNorm: x = 100 N(0,1) (from
+/// rx), w = 0.75 + 0.5 U(0,1) - w_offset (from rw: the gain w_offset + w in [0.75, 1.25]),
+/// then dy by apply_ill_conditioned_dy on h = x.
+void apply_ill_conditioned_pattern(const CaseSpec& c, const std::string& op, const RandomStream& rx,
+                                   const RandomStream& rw, double w_offset, bool centred, Tensor& x, Tensor& w,
+                                   Tensor& dy);
 
 /// The RMSNorm op: inputs x, w, dy; gated tensors y, dx, dw.
 class RMSNormOp final : public Op {

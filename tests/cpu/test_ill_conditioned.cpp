@@ -72,6 +72,12 @@ GateResult gate_with(const CaseData& c, const std::string& t, const TargetRunner
 
 bool mentions(const GateResult& r, const std::string& what) { return r.decided_by.find(what) != std::string::npos; }
 
+// gamma_m(u_fp32) of a golden tensor's conditioning envelope (numgate/gate.h).
+double envelope_gamma(const GoldenTensor& g) {
+  const double m = 2.0 * static_cast<double>(g.envelope_length + 4), u = dtype_unit_roundoff(DType::fp32);
+  return m * u / (1.0 - m * u);
+}
+
 // A quarter of the conditioning envelope's per-element bound (gate.h: gamma_m(u_acc)
 // abs_terms), added with one sign to the reference on every tensor whose gate is not valid:
 // inside the envelope (the reference's own error is far smaller), zero-mean nowhere.
@@ -80,8 +86,7 @@ TargetRunner one_sided_offset() {
     std::map<std::string, Tensor> out = cd.reference;
     for (const auto& t : not_valid_tensors(cd)) {
       const GoldenTensor& g = cd.golden.at(t);
-      const double m = 2.0 * static_cast<double>(g.envelope_length + 4), u = dtype_unit_roundoff(DType::fp32);
-      const double gamma = m * u / (1.0 - m * u);
+      const double gamma = envelope_gamma(g);
       Tensor& o = out.at(t);
       for (std::size_t i = 0; i < o.numel(); ++i)
         if (std::isfinite(o.get(i))) o.set(i, o.get(i) + 0.25 * gamma * g.abs_terms.get(i));
@@ -185,8 +190,7 @@ TEST(IllConditioned, AnErrorGrowingLikeTFailsByTheLengthSweep) {
     const RandomStream sign(cd.spec.seed, 0x6A0);
     for (const auto& t : not_valid_tensors(cd)) {
       const GoldenTensor& g = cd.golden.at(t);
-      const double m = 2.0 * static_cast<double>(g.envelope_length + 4), u = dtype_unit_roundoff(DType::fp32);
-      const double gamma = m * u / (1.0 - m * u);
+      const double gamma = envelope_gamma(g);
       Tensor& o = out.at(t);
       for (std::size_t i = 0; i < o.numel(); ++i)
         if (std::isfinite(o.get(i)))
