@@ -93,6 +93,7 @@ GateResult tensor(const std::string& name, Verdict v) {
   t.target_growth = 0.4812345678901234;
   t.legitimate_growth = 0.6191722584;
   t.bias_compared = true;
+  t.bias_units = 128;
   t.target_bias = 0.0091641;
   t.legitimate_bias = 0.0122;
   t.sweep_unavailable = "";
