@@ -112,7 +112,7 @@ PassRun run_pass(const CaseData& c, const TargetPass& pass, const std::vector<st
                  std::size_t offset_elems, unsigned char poison, const Precheck& precheck = {});
 /// The pass as the length sweep's runner (numgate/gate.h: TargetRunner): run_pass on the
 /// sweep case (NaN poison, buffers `offset_elems` off their alignment); a memory problem
-/// (guard damage, modified inputs) or a CUDA error throws: the sweep then decides nothing.
+/// (guard damage, modified inputs) or a CUDA error throws: the sweep then FAILs the target.
 /// `pass` must outlive the runner.
 TargetRunner pass_runner(const TargetPass& pass, const std::vector<std::string>& writes, std::size_t offset_elems,
                          const Precheck& precheck);
