@@ -78,6 +78,23 @@ double envelope_gamma(const GoldenTensor& g) {
   return m * u / (1.0 - m * u);
 }
 
+// The reference, with every tensor whose gate is not valid replaced by golden + f x the
+// envelope's per-element bound x a random sign per element (stream `stream`): inside the
+// envelope, zero-mean, growing like the bound (like T).
+std::map<std::string, Tensor> envelope_noise(const CaseData& cd, double f, std::uint32_t stream) {
+  std::map<std::string, Tensor> out = cd.reference;
+  const RandomStream sign(cd.spec.seed, stream);
+  for (const auto& t : not_valid_tensors(cd)) {
+    const GoldenTensor& g = cd.golden.at(t);
+    const double gamma = envelope_gamma(g);
+    Tensor& o = out.at(t);
+    for (std::size_t i = 0; i < o.numel(); ++i)
+      if (std::isfinite(o.get(i)))
+        o.set(i, g.value.get(i) + (sign.uniform(i) < 0.5 ? -f : f) * gamma * g.abs_terms.get(i));
+  }
+  return out;
+}
+
 // A quarter of the conditioning envelope's per-element bound (gate.h: gamma_m(u_acc)
 // abs_terms), added with one sign to the reference on every tensor whose gate is not valid:
 // inside the envelope (the reference's own error is far smaller), zero-mean nowhere.
@@ -253,19 +270,7 @@ TEST(IllConditioned, ABiasOnlyTheTargetHasFails) {
 // grows like sqrt(T) or slower — a systematic error of the accumulation the envelope alone
 // passes: the length sweep FAILs it.
 TEST(IllConditioned, AnErrorGrowingLikeTFailsByTheLengthSweep) {
-  const TargetRunner grows_like_t = [](const CaseData& cd) {
-    std::map<std::string, Tensor> out = cd.reference;
-    const RandomStream sign(cd.spec.seed, 0x6A0);
-    for (const auto& t : not_valid_tensors(cd)) {
-      const GoldenTensor& g = cd.golden.at(t);
-      const double gamma = envelope_gamma(g);
-      Tensor& o = out.at(t);
-      for (std::size_t i = 0; i < o.numel(); ++i)
-        if (std::isfinite(o.get(i)))
-          o.set(i, g.value.get(i) + (sign.uniform(i) < 0.5 ? -0.5 : 0.5) * gamma * g.abs_terms.get(i));
-    }
-    return out;
-  };
+  const TargetRunner grows_like_t = [](const CaseData& cd) { return envelope_noise(cd, 0.5, 0x6A0); };
   for (const auto& name : reduction_ops()) {
     const CaseData c = ill_conditioned_case(find_op(name));
     for (const auto& t : not_valid_tensors(c)) {
@@ -330,18 +335,7 @@ TEST(IllConditioned, ATargetBeyondTheLegitimateOrdersAtOtherLengthsIsNeverAPass)
     const CaseData c = ill_conditioned_case(find_op(name));
     const std::vector<std::int64_t> own = c.spec.shape;
     const TargetRunner noisy_elsewhere = [own](const CaseData& cd) {
-      std::map<std::string, Tensor> out = cd.reference;
-      if (cd.spec.shape == own) return out;
-      const RandomStream sign(cd.spec.seed, 0x6A1);
-      for (const auto& t : not_valid_tensors(cd)) {
-        const GoldenTensor& g = cd.golden.at(t);
-        const double gamma = envelope_gamma(g);
-        Tensor& o = out.at(t);
-        for (std::size_t i = 0; i < o.numel(); ++i)
-          if (std::isfinite(o.get(i)))
-            o.set(i, g.value.get(i) + (sign.uniform(i) < 0.5 ? -0.25 : 0.25) * gamma * g.abs_terms.get(i));
-      }
-      return out;
+      return cd.spec.shape == own ? cd.reference : envelope_noise(cd, 0.25, 0x6A1);
     };
     for (const auto& t : not_valid_tensors(c)) {
       const GateResult r = gate_with(c, t, noisy_elsewhere);
