@@ -23,7 +23,7 @@ while (($#)); do
 done
 tools/setup.sh
 # The main job's programs only (the CPU test binaries are tools/test.sh's business).
-tools/configure.sh numgate-generate numgate_replay numgate-bench numgate-report
+tools/configure.sh numgate-generate numgate_replay numgate-bench numgate-report numgate-train
 build=${NUMGATE_BUILD_DIR:-build}
 log="$build"/Testing/Temporary/LastTest.log
 generate_args=()

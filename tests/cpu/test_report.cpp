@@ -220,7 +220,7 @@ TEST(Report, RoundTripGivesAnEqualReport) {
   EXPECT_EQ(slurp(again + "/report.json"), slurp(dir + "/report.json"));
   // The schema version is the first key and an integer.
   const std::string text = slurp(dir + "/report.json");
-  EXPECT_EQ(text.rfind("{\n  \"schema_version\": 5,", 0), 0u) << text.substr(0, 80);
+  EXPECT_EQ(text.rfind("{\n  \"schema_version\": 6,", 0), 0u) << text.substr(0, 80);
 }
 
 TEST(Report, NonFiniteDoublesAreStoredAsStrings) {
@@ -368,7 +368,8 @@ TEST(Report, RefusesASchemaVersionItDoesNotRead) {
   expect_refused("schema2", "/schema_version", "version 2 is not read", [](json& j) { j["schema_version"] = 2; });
   expect_refused("schema3", "/schema_version", "version 3 is not read", [](json& j) { j["schema_version"] = 3; });
   expect_refused("schema4", "/schema_version", "version 4 is not read", [](json& j) { j["schema_version"] = 4; });
-  expect_refused("schema6", "/schema_version", "version 6 is not read", [](json& j) { j["schema_version"] = 6; });
+  expect_refused("schema5", "/schema_version", "version 5 is not read", [](json& j) { j["schema_version"] = 5; });
+  expect_refused("schema7", "/schema_version", "version 7 is not read", [](json& j) { j["schema_version"] = 7; });
   expect_refused("schema0", "/schema_version", "version 0 is not read", [](json& j) { j["schema_version"] = 0; });
   expect_refused("schema_str", "/schema_version", "expected an integer", [](json& j) { j["schema_version"] = "2"; });
   expect_refused("schema_missing", "/schema_version", "missing", [](json& j) { j.erase("schema_version"); });
@@ -429,7 +430,7 @@ TEST(Report, RefusesUnknownNamesAndEditedVerdicts) {
   // A case verdict edited to PASS while a tensor says FAIL: the benchmark must not time it.
   expect_refused("case_verdict", "/cases/0/verdict", "its tensors' verdicts give \"FAIL\"",
                  [](json& j) { j["cases"][0]["verdict"] = "PASS"; });
-  expect_refused("overall_verdict", "/overall_verdict", "the cases, gate 1, the sweep and the mutation matrix give \"FAIL\"",
+  expect_refused("overall_verdict", "/overall_verdict", "the cases, gates 1 and 3, the sweep and the mutation matrix give \"FAIL\"",
                  [](json& j) { j["overall_verdict"] = "PASS"; });
 }
 
