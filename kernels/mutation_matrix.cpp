@@ -161,6 +161,8 @@ const std::vector<Entry>& entries() {
             variant(rms::reference_variant, rms::Mutant::eps_outside_sqrt)),
         gpu("rmsnorm", C::epsilon_placement, "kernel eps_outside_sqrt", K::max_abs_gate,
             "ReplayMutants.EpsilonOutsideTheSquareRootIsCaughtByTheGate"),
+        gpu("rmsnorm", C::epsilon_placement, "launch: eps 1e-5 instead of the case's (gate 3's rmsnorm_eps)",
+            K::max_abs_gate, "FamilyMutants.RmsnormWithAnotherEpsilonIsCaught"),
         gpu("rmsnorm", C::mask_boundary, "kernel skip_last_element", K::poison,
             "ReplayMutants.UnwrittenElementIsCaughtByPoison"),
         gpu("rmsnorm", C::mask_boundary, "kernel write_past_end", K::guard_bands,
@@ -220,6 +222,8 @@ const std::vector<Entry>& entries() {
             K::decidable_rounding, variant(softmax::reference_variant, softmax::Mutant::exp_in_output_dtype)),
         gpu("softmax", C::mask_boundary, "launch: causal mask dropped (mask_mode none)", K::structure,
             "FamilyMutants.SoftmaxWithTheCausalMaskDroppedIsCaught"),
+        gpu("softmax", C::mask_boundary, "launch: causal mask one key too wide (gate 3's causal_off_by_one)",
+            K::structure, "FamilyMutants.SoftmaxWithTheCausalMaskOffByOneIsCaught"),
         // ---- rope
         gpu("rope", C::mask_boundary, "launch: every position + 1", K::max_abs_gate,
             "FamilyMutants.RopeWithPositionsOffByOneIsCaught"),

@@ -235,10 +235,11 @@ const char* what_gates_1_and_2_see(nt::Mutant m) {
              "mutants, a kernel that ignores its offset, are gate 2's: mutation matrix, dropout_add)";
     case nt::Mutant::rmsnorm_eps:
       return "gate 1: invisible (the kernel with eps 1e-5 is a consistent function: its backward is its forward's "
-             "derivative); gate 2: ReplayMutants.RmsnormWithTheWrongEpsilon (an eps other than the case's)";
+             "derivative); gate 2: FamilyMutants.RmsnormWithAnotherEpsilonIsCaught (the kernel launched with eps 1e-5 on the "
+             "rmsnorm fixtures)";
     case nt::Mutant::causal_off_by_one:
-      return "gate 1: invisible (a consistent function); gate 2: ReplayMutants.SoftmaxCausalMaskOffByOne on the "
-             "causal softmax cases";
+      return "gate 1: invisible (a consistent function); gate 2: FamilyMutants.SoftmaxWithTheCausalMaskOffByOneIsCaught "
+             "on the causal softmax fixtures";
     case nt::Mutant::padding_not_ignored:
       return "gate 1 and 2: invisible by construction — the cross-entropy kernel is right; the caller passes PAD "
              "where the collator should write ignore_index";

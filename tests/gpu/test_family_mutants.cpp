@@ -6,15 +6,21 @@
 //   softmax   the real kernel launched with the causal mask dropped        -> structure
 //   rope      the real kernel launched with every position + 1             -> max-abs gate
 //   cross_entropy  the real kernels launched with the targets shifted by one token -> max-abs gate
+//   rmsnorm   the real kernel launched with eps 1e-5 instead of the case's   -> max-abs gate
+//   softmax   the causal mask one key too wide (additive mask, mode 2)      -> structure
+//   (the last two are gate 3's late-class mutants, numgate-train mutants, seen by gate 2)
 // The last three are launch mutants: the bug is in what the kernel is given (an index or a
 // flag off by one), where such bugs live in a training stack.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <iostream>
+#include <limits>
 #include <vector>
 
+#include "gradcheck_target.h"
 #include "mutants/glu_mutants.h"
+#include "softmax/softmax.cuh"
 #include "mutation_matrix.h"
 #include "replay.h"
 
@@ -152,6 +158,86 @@ TEST_F(FamilyMutants, SoftmaxWithTheCausalMaskDroppedIsCaught) {
                                          if (k == "mask_mode") v = 0;
                                        return m.run(s, m.l.ptrs);
                                      });
+  EXPECT_TRUE(caught_somewhere("softmax", p, {"y"}, cases, matrix::Check::structure));
+}
+
+// Gate 3's late-class mutants (tools/train.cpp, numgate-train mutants) at the op level, where
+// gate 2 sees them: the RMSNorm kernel launched with an epsilon other than the case's (the
+// model's), and the causal softmax with its mask one key too wide.
+TEST_F(FamilyMutants, RmsnormWithAnotherEpsilonIsCaught) {
+  if (const std::string why = skip_reason("rmsnorm"); !why.empty()) GTEST_SKIP() << why;
+  const auto cases = committed_where("rmsnorm", [](const CaseData&) { return true; });
+  if (cases.empty()) GTEST_SKIP() << "no committed case of the kind in the fixture folders";
+  const TargetPass p = launch_mutant("rmsnorm", "Forward", "rmsnorm Forward, eps 1e-5 instead of the case's", nullptr,
+                                     [](const MutantLaunch& m) {
+                                       CaseSpec s = m.l.spec;
+                                       for (auto& [k, v] : s.params)
+                                         if (k == "eps") v = v == 1e-5 ? 1e-6 : 1e-5;
+                                       return m.run(s, m.l.ptrs);
+                                     });
+  EXPECT_TRUE(caught_somewhere("rmsnorm", p, {"y"}, cases, matrix::Check::max_abs_gate));
+}
+
+// Gate 1 does not see the wrong epsilon: forward and backward launched with eps 1e-5 are one
+// consistent function, whose backward is its forward's derivative. This test states the
+// blind spot (seed 000: the RNG / epsilon / mask classes pass gradcheck); it fails, and the
+// README's table must change, if gate 1 ever catches it.
+TEST_F(FamilyMutants, RmsnormWithAnotherEpsilonPassesGateOne) {
+  if (const std::string why = skip_reason("rmsnorm"); !why.empty()) GTEST_SKIP() << why;
+  TargetOp t = find_target("rmsnorm");
+  for (TargetPass& pass : t.passes) {
+    const auto real = pass.launch;
+    pass.launch = [real](const Launch& l) {
+      CaseSpec s = l.spec;
+      for (auto& [k, v] : s.params)
+        if (k == "eps") v = v == 1e-5 ? 1e-6 : 1e-5;
+      return real(Launch{s, l.ptrs, l.workspace, l.workspace_bytes, l.stream, l.window});
+    };
+  }
+  int checked = 0;
+  for (const CaseSpec& c : gradcheck_cases(find_op("rmsnorm"))) {
+    if (c.production) continue;
+    const GradcheckResult r = gradcheck_target(find_op("rmsnorm"), t, c);
+    EXPECT_TRUE(r.pass()) << "gate 1 caught the wrong epsilon on " << c.name << ":\n" << r.summary();
+    ++checked;
+  }
+  std::cout << "[ family mutant rmsnorm eps 1e-5 ] gate 1 on the double kernels: " << checked
+            << " committed cases, every one PASS (a consistent function)\n";
+  EXPECT_GT(checked, 0);
+}
+
+TEST_F(FamilyMutants, SoftmaxWithTheCausalMaskOffByOneIsCaught) {
+  if (const std::string why = skip_reason("softmax"); !why.empty()) GTEST_SKIP() << why;
+  const auto cases = committed_where("softmax", [](const CaseData& c) { return c.spec.param("mask_mode") == 1.0; });
+  if (cases.empty()) GTEST_SKIP() << "no committed case of the kind in the fixture folders";
+  auto dims = [](const CaseSpec& s) {
+    const std::int64_t k = s.shape.back(), q = s.shape.size() >= 2 ? s.shape[s.shape.size() - 2] : 1;
+    return std::make_pair(q, k);
+  };
+  // The additive mask [q_len, k_len] of a causal mask one key too wide: 0 where
+  // j <= i + (k_len - q_len) + 1, -inf elsewhere, uploaded into the mutant's workspace.
+  const TargetPass p = launch_mutant(
+      "softmax", "Forward", "softmax Forward, causal mask off by one (query i sees key i + 1)",
+      [dims](const CaseSpec& s) { return static_cast<std::size_t>(dims(s).first * dims(s).second) * 8; },
+      [dims](const MutantLaunch& m) {
+        const auto [q, k] = dims(m.l.spec);
+        return dispatch(m.l.spec.dtype, [&](auto tag) {
+          using T = decltype(tag);
+          std::vector<T> mask(static_cast<std::size_t>(q * k));
+          for (std::int64_t i = 0; i < q; ++i)
+            for (std::int64_t j = 0; j < k; ++j)
+              mask[static_cast<std::size_t>(i * k + j)] =
+                  static_cast<T>(j <= i + (k - q) + 1 ? 0.0f : -std::numeric_limits<float>::infinity());
+          cudaError_t e = cudaMemcpyAsync(m.extra_at, mask.data(), mask.size() * sizeof(T), cudaMemcpyHostToDevice,
+                                          m.l.stream);
+          if (e == cudaSuccess) e = cudaStreamSynchronize(m.l.stream);  // the host mask dies here
+          if (e != cudaSuccess) return e;
+          const RowShape sh = launched_rows(m.l);
+          return numgate::softmax::forward<T>(m.l.ptr<const T>("x"), static_cast<const T*>(m.extra_at), m.l.ptr<T>("y"),
+                                              sh.rows, q, sh.hidden, m.l.spec.param("scale"), 2, m.l.window.first,
+                                              m.l.stream);
+        });
+      });
   EXPECT_TRUE(caught_somewhere("softmax", p, {"y"}, cases, matrix::Check::structure));
 }
 
