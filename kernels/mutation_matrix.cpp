@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "cross_entropy/cross_entropy_oracle.h"
+#include "dropout_add/dropout_add_oracle.h"
 #include "fused_add_rmsnorm/fused_add_rmsnorm_oracle.h"
 #include "glu/glu_oracle.h"
 #include "layernorm/layernorm_oracle.h"
@@ -107,6 +108,9 @@ Outputs variant(std::map<std::string, Tensor> (*f)(const CaseSpec&, const std::m
 }
 Outputs glu_variant(glu::Mutant m) {
   return [m](const CaseData& c) { return glu::reference_variant(c.op, c.spec, c.inputs, m); };
+}
+Outputs dropout_variant(dropout_add::Mutant m) {
+  return [m](const CaseData& c) { return dropout_add::reference_variant(c.spec, c.inputs, m); };
 }
 
 constexpr const char* kCpuProof = "MutationMatrix.CpuEntriesAreCaughtByTheirCheck";
@@ -245,14 +249,42 @@ const std::vector<Entry>& entries() {
             variant(cross_entropy::reference_variant, cross_entropy::Mutant::probs_in_logits_dtype)),
         gpu("cross_entropy", C::mask_boundary, "launch: targets shifted by one token", K::max_abs_gate,
             "FamilyMutants.CrossEntropyWithTargetsShiftedByOneTokenIsCaught"),
+        // ---- dropout_add (the one op that draws random numbers: the RNG class applies)
+        cpu("dropout_add", C::rng_stream, "stream_ignores_offset (philox_offset dropped from the counter)",
+            K::max_abs_gate, dropout_variant(dropout_add::Mutant::stream_ignores_offset)),
+        cpu("dropout_add", C::rng_stream, "counter_per_element (ctr = i instead of i >> 2)", K::max_abs_gate,
+            dropout_variant(dropout_add::Mutant::counter_per_element)),
+        cpu("dropout_add", C::rng_stream, "lanes_permuted (lane 3 - (i & 3) of group i >> 2)", K::max_abs_gate,
+            dropout_variant(dropout_add::Mutant::lanes_permuted)),
+        cpu("dropout_add", C::rng_stream, "key_high_word_dropped (key = {lo32(seed), 0}; seen where seed >= 2^32)",
+            K::max_abs_gate, dropout_variant(dropout_add::Mutant::key_high_word_dropped)),
+        cpu("dropout_add", C::rng_stream,
+            "threshold_strict (keep iff r > t; differs only where r == t: caught on the tie case only)",
+            K::max_abs_gate, dropout_variant(dropout_add::Mutant::threshold_strict)),
+        gpu("dropout_add", C::rng_stream, "launch: philox_offset + 1", K::max_abs_gate,
+            "FamilyMutants.DropoutAddWithTheOffsetPlusOneIsCaught"),
+        gpu("dropout_add", C::rng_stream,
+            "kernels: counter per element, lanes permuted, key high word dropped (unbroken control passes)",
+            K::max_abs_gate, "FamilyMutants.DropoutAddKernelStreamMutantsAreCaught"),
+        cpu("dropout_add", C::mask_boundary,
+            "stream_restarts_each_row (what a kernel ignoring element_offset gives launched row by row)",
+            K::max_abs_gate, dropout_variant(dropout_add::Mutant::stream_restarts_each_row)),
+        cpu("dropout_add", C::mask_boundary, "mask_by_multiplication (x m s, not a select: dropped NaN / Inf leak)",
+            K::structure, dropout_variant(dropout_add::Mutant::mask_by_multiplication)),
+        gpu("dropout_add", C::mask_boundary, "launch: every row alone with element_offset 0", K::max_abs_gate,
+            "FamilyMutants.DropoutAddIgnoringElementOffsetIsCaught"),
+        cpu("dropout_add", C::low_precision_intermediates, "scale_in_bf16 (s rounded to bf16)", K::max_abs_gate,
+            dropout_variant(dropout_add::Mutant::scale_in_bf16)),
+        cpu("dropout_add", C::cast_timing, "product_in_dtype: y = T(T(x s) + residual)", K::decidable_rounding,
+            dropout_variant(dropout_add::Mutant::product_in_dtype)),
     };
     // The generic boundary mutant, on the row-wise ops with vectorized tails.
-    for (const char* op : {"rmsnorm", "offset_rmsnorm", "fused_add_rmsnorm", "layernorm", "swiglu", "geglu"})
+    for (const char* op : {"rmsnorm", "offset_rmsnorm", "fused_add_rmsnorm", "layernorm", "swiglu", "geglu", "dropout_add"})
       v.push_back(cpu(op, C::mask_boundary, "row tail past the last 16-byte vector computed as 0", K::max_abs_gate,
                       zero_vector_tail));
     // The generic cast mutant, on every op.
     for (const char* op : {"rmsnorm", "offset_rmsnorm", "fused_add_rmsnorm", "layernorm", "swiglu", "geglu", "softmax",
-                           "rope", "cross_entropy"})
+                           "rope", "cross_entropy", "dropout_add"})
       v.push_back(cpu(op, C::cast_timing, "every output rounded toward zero (truncating conversion)",
                       K::decidable_rounding, truncated_golden));
     std::stable_sort(v.begin(), v.end(), [](const Entry& a, const Entry& b) {
@@ -269,7 +301,7 @@ const std::vector<Reason>& reasons() {
     std::vector<Reason> v;
     auto na = [&](const std::string& op, C c, const std::string& why) { v.push_back({op, c, false, why}); };
     auto gap = [&](const std::string& op, C c, const std::string& why) { v.push_back({op, c, true, why}); };
-    const char* no_rng = "no op draws random numbers (no dropout, no stochastic rounding)";
+    const char* no_rng = "the op draws no random numbers (dropout_add is the op that does)";
     for (const char* op : {"rmsnorm", "offset_rmsnorm", "fused_add_rmsnorm", "layernorm", "swiglu", "geglu", "softmax",
                            "rope", "cross_entropy"})
       na(op, C::rng_stream, no_rng);
@@ -291,6 +323,9 @@ const std::vector<Reason>& reasons() {
     na("geglu", C::reduction_order, elementwise);
     na("softmax", C::epsilon_placement, no_eps);
     na("cross_entropy", C::epsilon_placement, no_eps);
+    na("dropout_add", C::reduction_order, elementwise);
+    na("dropout_add", C::atomic_add_order, elementwise);
+    na("dropout_add", C::epsilon_placement, no_eps);
     return v;
   }();
   return table;

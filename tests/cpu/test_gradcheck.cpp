@@ -165,6 +165,14 @@ std::vector<GateOneMutant> mutants() {
          }
          return g;
        }},
+      {"dropout_add", "dx without the scale s (dx = m dy instead of m dy / (1 - p))",
+       [](const Op& op, const CaseSpec& c, const Inputs& in) {
+         Gold g = op.golden(c, in);
+         const Tensor& m = g.at("mask").value;
+         Tensor& dx = g.at("dx").value;
+         for (std::size_t i = 0; i < dx.numel(); ++i) dx.set(i, m.get(i) != 0.0 ? in.at("dy").get(i) : 0.0);
+         return g;
+       }},
       {"rope", "backward rotating by +theta (the forward rotation) instead of -theta",
        [](const Op& op, const CaseSpec& c, const Inputs& in) {
          Gold g = op.golden(c, in);

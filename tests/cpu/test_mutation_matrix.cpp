@@ -49,12 +49,22 @@ TEST(MutationMatrix, EveryCellIsDeclared) {
   }
   for (const Entry& e : entries()) EXPECT_TRUE(ops.count(e.op)) << "entry of an unregistered op " << e.op;
   for (const Reason& r : reasons()) EXPECT_TRUE(ops.count(r.op)) << "reason of an unregistered op " << r.op;
-  // RNG stream: no op draws random numbers, so the class applies to none (SPEC §6 names it
-  // for when one does: then it needs a mutant).
-  for (const auto& op : ops)
-    EXPECT_TRUE(std::any_of(reasons().begin(), reasons().end(), [&](const Reason& r) {
+  // RNG stream: dropout_add draws random numbers (its dropout mask), so its cell holds real
+  // mutants, CPU ones among them; no other op draws any, so the class applies to none of them.
+  const std::set<std::string> draws_random_numbers = {"dropout_add"};
+  for (const auto& op : ops) {
+    const bool not_applicable = std::any_of(reasons().begin(), reasons().end(), [&](const Reason& r) {
       return r.op == op && r.cls == Class::rng_stream && !r.applies;
-    })) << op;
+    });
+    if (draws_random_numbers.count(op)) {
+      EXPECT_FALSE(not_applicable) << op << " draws random numbers: its RNG cell needs mutants";
+      EXPECT_TRUE(std::any_of(entries().begin(), entries().end(), [&](const Entry& e) {
+        return e.op == op && e.cls == Class::rng_stream && e.where == Where::cpu && e.check != Check::passes;
+      })) << op << ": no CPU mutant of its random stream";
+    } else {
+      EXPECT_TRUE(not_applicable) << op;
+    }
+  }
   std::cout << "[ mutation matrix ] " << ops.size() << " ops x " << kClasses.size() << " classes: " << caught
             << " cells with entries, " << not_applicable << " do not apply, " << not_covered << " not covered yet\n";
 }

@@ -6,19 +6,29 @@
 //   softmax   the real kernel launched with the causal mask dropped        -> structure
 //   rope      the real kernel launched with every position + 1             -> max-abs gate
 //   cross_entropy  the real kernels launched with the targets shifted by one token -> max-abs gate
+//   dropout_add    the real kernel launched with philox_offset + 1, and launched row by row
+//                  with element_offset 0 (what an adapter ignoring the row window does)
+//                  -> max-abs gate (mask, ULP limit 0 there too); three scalar kernels
+//                  drawing the stream wrongly (counter per element, lanes permuted, the
+//                  key's high word dropped) -> max-abs gate, their unbroken control passes
 //   rmsnorm   the real kernel launched with eps 1e-5 instead of the case's   -> max-abs gate
 //   softmax   the causal mask one key too wide (additive mask, mode 2)      -> structure
 //   (the last two are gate 3's late-class mutants, numgate-train mutants, seen by gate 2)
-// The last three are launch mutants: the bug is in what the kernel is given (an index or a
-// flag off by one), where such bugs live in a training stack.
+// All but the SwiGLU and the scalar dropout kernels are launch mutants: the bug is in what
+// the kernel is given (an index, a flag or a parameter off), where such bugs live in a
+// training stack.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <iostream>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
+#include "dropout_add/dropout_add.cuh"
+#include "dropout_add/dropout_add_oracle.h"
 #include "gradcheck_target.h"
+#include "mutants/dropout_mutants.h"
 #include "mutants/glu_mutants.h"
 #include "softmax/softmax.cuh"
 #include "mutation_matrix.h"
@@ -264,6 +274,94 @@ TEST_F(FamilyMutants, CrossEntropyWithTargetsShiftedByOneTokenIsCaught) {
       [](std::vector<std::int64_t>& v) { std::rotate(v.begin(), v.begin() + 1, v.end()); });  // t gets t+1's target
   EXPECT_TRUE(caught_somewhere("cross_entropy", p, find_op("cross_entropy").descriptor().pass("Forward").writes, cases,
                                matrix::Check::max_abs_gate));
+}
+
+// ---- dropout_add: the random stream and the row window ------------------------------------
+
+CaseSpec with_param(CaseSpec s, const std::string& key, double v) {
+  for (auto& [k, x] : s.params)
+    if (k == key) x = v;
+  return s;
+}
+// The committed dropout_add cases where the stream decides something (p > 0).
+std::vector<std::shared_ptr<const CaseData>> dropout_cases(const std::function<bool(const CaseData&)>& more) {
+  return committed_where("dropout_add", [more](const CaseData& c) { return c.spec.param("p") > 0.0 && more(c); });
+}
+const std::vector<std::string> kDropoutForward = {"y", "mask"};
+
+TEST_F(FamilyMutants, DropoutAddWithTheOffsetPlusOneIsCaught) {
+  if (const std::string why = skip_reason("dropout_add"); !why.empty()) GTEST_SKIP() << why;
+  const auto cases = dropout_cases([](const CaseData&) { return true; });
+  if (cases.empty()) GTEST_SKIP() << "no committed case of the kind in the fixture folders";
+  const TargetPass p = launch_mutant("dropout_add", "Forward", "dropout_add Forward, philox_offset + 1", nullptr,
+                                     [](const MutantLaunch& m) {
+                                       const double off = m.l.spec.param("philox_offset");
+                                       return m.run(with_param(m.l.spec, "philox_offset", off + 1), m.l.ptrs);
+                                     });
+  EXPECT_TRUE(caught_somewhere("dropout_add", p, kDropoutForward, cases, matrix::Check::max_abs_gate));
+}
+
+TEST_F(FamilyMutants, DropoutAddIgnoringElementOffsetIsCaught) {
+  if (const std::string why = skip_reason("dropout_add"); !why.empty()) GTEST_SKIP() << why;
+  const auto cases = dropout_cases([](const CaseData& c) { return rows_of(c.spec.shape) > 1; });
+  if (cases.empty()) GTEST_SKIP() << "no committed case of the kind in the fixture folders";
+  // Every row launched alone, as the row-window adapter does, but with element_offset 0 instead
+  // of first_row * hidden: each row draws row 0's stream.
+  TargetPass p;
+  p.name = "dropout_add Forward, each row alone with element_offset 0";
+  p.launch = [](const Launch& l) {
+    dropout_add::Params P;
+    if (!dropout_add::read_params(l.spec, P)) return cudaErrorInvalidValue;
+    const RowShape sh = launched_rows(l);
+    return dispatch(l.spec.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      const T *x = l.ptr<const T>("x"), *res = l.ptr<const T>("residual");
+      T *y = l.ptr<T>("y"), *mask = l.ptr<T>("mask");
+      for (std::int64_t r = 0; r < sh.rows; ++r) {
+        const std::int64_t b = r * sh.hidden;
+        const cudaError_t e = dropout_add::forward<T>(x + b, res + b, y + b, mask + b, sh.hidden, P.p, P.seed,
+                                                      P.offset, /*element_offset=*/0, l.stream);
+        if (e != cudaSuccess) return e;
+      }
+      return cudaSuccess;
+    });
+  };
+  EXPECT_TRUE(caught_somewhere("dropout_add", p, kDropoutForward, cases, matrix::Check::max_abs_gate));
+}
+
+TEST_F(FamilyMutants, DropoutAddKernelStreamMutantsAreCaught) {
+  if (const std::string why = skip_reason("dropout_add"); !why.empty()) GTEST_SKIP() << why;
+  const auto cases = dropout_cases([](const CaseData& c) { return c.spec.dtype != DType::fp64; });
+  if (cases.empty()) GTEST_SKIP() << "no committed case of the kind in the fixture folders";
+  using dropout_add::mutant::Kind;
+  auto pass = [](Kind k) {
+    TargetPass p;
+    p.name = std::string("dropout_add Forward kernel ") + dropout_add::mutant::name(k);
+    p.launch = [k](const Launch& l) {
+      dropout_add::Params P;
+      if (!dropout_add::read_params(l.spec, P)) return cudaErrorInvalidValue;
+      return dispatch(l.spec.dtype, [&](auto tag) {
+        using T = decltype(tag);
+        if constexpr (std::is_same_v<T, double>) {
+          return cudaErrorInvalidValue;
+        } else {
+          return dropout_add::mutant::forward<T>(k, l.ptr<const T>("x"), l.ptr<const T>("residual"), l.ptr<T>("y"),
+                                                 l.ptr<T>("mask"), numel(l.spec.shape), P.p, P.seed, P.offset,
+                                                 l.stream);
+        }
+      });
+    };
+    return p;
+  };
+  // The control first: the same simple kernel with the declared stream passes every case.
+  for (const auto& c : cases) {
+    const GatedLaunches g = gate_launches(*c, pass(Kind::none), kDropoutForward, {}, "control");
+    for (const auto& t : kDropoutForward)
+      EXPECT_EQ(g.results.at(t).verdict, Verdict::pass) << describe(g.results.at(t), c->spec);
+  }
+  for (Kind k : {Kind::counter_per_element, Kind::lanes_permuted, Kind::key_high_word_dropped})
+    EXPECT_TRUE(caught_somewhere("dropout_add", pass(k), kDropoutForward, cases, matrix::Check::max_abs_gate))
+        << dropout_add::mutant::name(k);
 }
 
 }  // namespace

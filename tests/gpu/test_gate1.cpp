@@ -116,6 +116,12 @@ std::vector<Gate1Mutant> gate1_mutants() {
          return gate1_mutant::ce_without_softcap_derivative(l.ptr<const double>("logits"), l.ptr<double>("dlogits"),
                                                             elements(l), l.spec.param("softcap"), l.stream);
        }},
+      {"dropout_add", "DxWithoutScale", "dx = m dy (the dropout scale 1 / (1 - p) dropped)",
+       [elements](const TargetOp& real, const Launch& l) {
+         if (const cudaError_t e = real_backward(real, l); e != cudaSuccess) return e;
+         const double p = l.spec.param("p");
+         return gate1_mutant::divide(l.ptr<double>("dx"), elements(l), 1.0 / (1.0 - p), l.stream);
+       }},
       {"rope", "BackwardRotatesByPlusTheta", "the backward rotates by +theta (the forward's rotation), not -theta",
        [](const TargetOp& real, const Launch& l) {
          DevicePtrs p = l.ptrs;
