@@ -2,7 +2,8 @@
 # The main job: set up, build, verify the committed fixtures, then for every op (or only
 # those given with --op): generate its production fixtures where they are stale (GPU
 # only), replay every kernel on every fixture, write its report, benchmark its passing
-# production cases; print the verdict table and the benchmark lines. Without a CUDA device
+# production cases; without --op also gate 3, the training run (gpu.train.gate); print the
+# verdict table and the benchmark lines. Without a CUDA device
 # it says so and verifies the fixtures and oracles only.
 #
 #   tools/run.sh                 every op; merged report build/report.md, build/report.json
