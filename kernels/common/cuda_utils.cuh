@@ -300,6 +300,26 @@ __device__ __forceinline__ void store_unit(T* row, int lo, int n, bool vector_ok
   }
 }
 
+/// load_unit / store_unit for elementwise kernels over a flat tensor of n elements at p
+/// (64-bit indices): the unit whose first element has index lo. lo may be negative for the
+/// first unit of a tensor whose start is not on the 16-byte grid (element-wise then), and
+/// lo >= n reads / writes nothing.
+template <typename T>
+__device__ __forceinline__ Unit<T> load_at(const T* p, int64_t lo, int64_t n, bool vector_ok) {
+  constexpr int V = kVec<T>;
+  if (lo >= 0) return load_unit(p + lo, 0, static_cast<int>(n - lo < V ? n - lo : V), vector_ok);
+  return load_unit(p, static_cast<int>(lo), static_cast<int>(n < V ? n : V), false);
+}
+template <typename T>
+__device__ __forceinline__ void store_at(T* p, int64_t lo, int64_t n, bool vector_ok, const Unit<T>& u) {
+  constexpr int V = kVec<T>;
+  if (lo >= 0) {
+    store_unit(p + lo, 0, static_cast<int>(n - lo < V ? n - lo : V), vector_ok, u);
+  } else {
+    store_unit(p, static_cast<int>(lo), static_cast<int>(n < V ? n : V), false, u);
+  }
+}
+
 // ---------------------------------------------------------------------------------
 // deterministic reductions
 // ---------------------------------------------------------------------------------

@@ -40,7 +40,9 @@ namespace {
 using numgate::device::acc_t;
 using numgate::device::add_rn;
 using numgate::device::kVec;
+using numgate::device::load_at;
 using numgate::device::load_unit;
+using numgate::device::store_at;
 using numgate::device::mul_rn;
 using numgate::device::pack_from_acc;
 using numgate::device::store_unit;
@@ -84,23 +86,7 @@ __device__ __forceinline__ bool stream_aligned(const T* p, int64_t e0) {
   return ((reinterpret_cast<std::uintptr_t>(p) - static_cast<std::uintptr_t>(e0) * sizeof(T)) & 15u) == 0;
 }
 
-/// The unit whose first element has local index lo (> -kItem; may be >= n for the second
-/// unit of a partial double item: then nothing is read) of a tensor of n elements at p.
-template <typename T>
-__device__ __forceinline__ Unit<T> load_at(const T* p, int64_t lo, int64_t n, bool vector_ok) {
-  constexpr int V = kVec<T>;
-  if (lo >= 0) return load_unit(p + lo, 0, static_cast<int>(n - lo < V ? n - lo : V), vector_ok);
-  return load_unit(p, static_cast<int>(lo), static_cast<int>(n < V ? n : V), false);
-}
-template <typename T>
-__device__ __forceinline__ void store_at(T* p, int64_t lo, int64_t n, bool vector_ok, const Unit<T>& u) {
-  constexpr int V = kVec<T>;
-  if (lo >= 0) {
-    store_unit(p + lo, 0, static_cast<int>(n - lo < V ? n - lo : V), vector_ok, u);
-  } else {
-    store_unit(p, static_cast<int>(lo), static_cast<int>(n < V ? n : V), false, u);
-  }
-}
+// load_at / store_at: common/cuda_utils.cuh.
 
 template <typename T, bool kMask>
 __global__ void __launch_bounds__(kThreads)

@@ -50,7 +50,9 @@ using numgate::device::acc_t;
 using numgate::device::grid_is_aligned;
 using numgate::device::grid_shift;
 using numgate::device::kVec;
+using numgate::device::load_at;
 using numgate::device::load_unit;
+using numgate::device::store_at;
 using numgate::device::pack_from_acc;
 using numgate::device::store_unit;
 using numgate::device::unit_acc;
@@ -79,23 +81,7 @@ constexpr int kThreads = 256;
 constexpr int kUnroll = 2;      // units per thread per grid-stride trip
 constexpr int kBlocksPerSm = 8; // resident-grid cap: 8 x 256 threads = 2048 per SM
 
-/// Unit with first element index lo (may be negative for the first unit) of a tensor of n
-/// elements at p; int-sized indices for load_unit/store_unit relative to a nearby base.
-template <typename T>
-__device__ __forceinline__ Unit<T> load_at(const T* p, int64_t lo, int64_t n, bool vector_ok) {
-  constexpr int V = kVec<T>;
-  if (lo >= 0) return load_unit(p + lo, 0, static_cast<int>(n - lo < V ? n - lo : V), vector_ok);
-  return load_unit(p, static_cast<int>(lo), static_cast<int>(n < V ? n : V), false);
-}
-template <typename T>
-__device__ __forceinline__ void store_at(T* p, int64_t lo, int64_t n, bool vector_ok, const Unit<T>& u) {
-  constexpr int V = kVec<T>;
-  if (lo >= 0) {
-    store_unit(p + lo, 0, static_cast<int>(n - lo < V ? n - lo : V), vector_ok, u);
-  } else {
-    store_unit(p, static_cast<int>(lo), static_cast<int>(n < V ? n : V), false, u);
-  }
-}
+// load_at / store_at: common/cuda_utils.cuh.
 
 template <typename T, Fn F>
 __global__ void __launch_bounds__(kThreads)
