@@ -19,10 +19,13 @@
 // (tools/plot_loss.py, matplotlib) when python3 with matplotlib is there; with
 // --diverge-at K also the first-divergence table at step K (DIR/divergence.md).
 //
-// Exit status: 0 gate PASS (mutants: every mutant's outcome as declared); 1 FAIL; 2 bad
-// command line; 77 no CUDA device (nothing run; skipped by ctest).
+// Exit status: 0 gate PASS (curve, diverge, mutants: they ran; mutants' result is its table,
+// a mutant gate 3 misses included); 1 FAIL or an error; 2 bad command line; 77 no CUDA
+// device (nothing run; skipped by ctest). `gate` first removes the files of an earlier run
+// from DIR, so a run that stops half way never leaves an old verdict to be merged.
 #include <CLI/CLI.hpp>
 #include <chrono>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -121,8 +124,10 @@ std::vector<std::uint64_t> parse_seeds(const std::string& s) {
   std::string item;
   while (std::getline(ss, item, ',')) {
     char* end = nullptr;
+    errno = 0;
     const unsigned long long v = std::strtoull(item.c_str(), &end, 10);
-    if (item.empty() || *end != '\0') throw std::invalid_argument("--seeds: '" + item + "' is not a non-negative integer");
+    if (item.empty() || item[0] < '0' || item[0] > '9' || *end != '\0' || errno == ERANGE)
+      throw std::invalid_argument("--seeds: '" + item + "' is not an integer in [0, 2^64)");
     out.push_back(v);
   }
   if (out.empty()) throw std::invalid_argument("--seeds: give at least one seed");
@@ -180,7 +185,12 @@ std::string curves_csv(const GateRun& g) {
 // tools/plot_loss.py next to this source tree (NUMGATE_SOURCE_DIR); empty when no plot.
 std::string plot(const std::string& csv, const std::string& png, std::string* why) {
   const std::string script = std::string(NUMGATE_SOURCE_DIR) + "/tools/plot_loss.py";
-  const std::string cmd = fmt::format("python3 '{}' '{}' '{}' 2>&1", script, csv, png);
+  auto quoted = [](const std::string& s) {  // one shell word, whatever s holds
+    std::string q = "'";
+    for (char ch : s) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+    return q + "'";
+  };
+  const std::string cmd = "python3 " + quoted(script) + " " + quoted(csv) + " " + quoted(png) + " 2>&1";
   FILE* pipe = popen(cmd.c_str(), "r");
   std::string out;
   if (pipe) {
@@ -189,15 +199,21 @@ std::string plot(const std::string& csv, const std::string& png, std::string* wh
   }
   const int rc = pipe ? pclose(pipe) : -1;
   if (rc != 0) {
-    *why = "no plot: " + (out.empty() ? std::string("python3 could not run ") + script : out);
-    while (!why->empty() && why->back() == '\n') why->pop_back();
+    while (!out.empty() && out.back() == '\n') out.pop_back();
+    const std::size_t nl = out.rfind('\n');  // the last line says why (a traceback ends with it)
+    *why = "no plot: " + (out.empty() ? std::string("python3 could not run ") + script
+                                      : (nl == std::string::npos ? out : out.substr(nl + 1)));
     return "";
   }
   return png;
 }
 
+// The files `gate` writes; removed first (see the file comment).
+const char* const kGateFiles[] = {"report.json", "report.md", "curves.csv", "loss_curves.png", "divergence.md"};
+
 int cmd_gate(const nt::ModelConfig& cfg, const std::string& dir, const std::vector<std::uint64_t>& seeds, int steps,
              nt::Mutant mutant, int diverge_at) {
+  for (const char* f : kGateFiles) std::filesystem::remove(std::filesystem::path(dir) / f);
   GateRun g = run_gate(cfg, seeds, steps, mutant);
   const std::string csv = dir + "/curves.csv";
   write_text(csv, curves_csv(g));
@@ -310,9 +326,9 @@ int main(int argc, char** argv) {
   gate->add_option("--seeds", seeds_arg, "comma-separated seeds (default 1,2)");
   gate->add_option("--steps", steps, "training steps per run (>= 200 for the gate)")->check(CLI::PositiveNumber);
   gate->add_option("--mutant", mutant_name, "a late-class mutant on the target path");
-  gate->add_option("--diverge-at", diverge_at, "also the first-divergence table at this step");
+  gate->add_option("--diverge-at", diverge_at, "also the first-divergence table at this step")->check(CLI::NonNegativeNumber);
   auto* diverge = app.add_subcommand("diverge", "the first-divergence table at one step");
-  diverge->add_option("--step", step, "steps the reference path trains first")->required();
+  diverge->add_option("--step", step, "steps the reference path trains first")->required()->check(CLI::NonNegativeNumber);
   diverge->add_option("--seed", seed, "seed");
   diverge->add_option("--target", target_list, "ops on the target path (default all)");
   diverge->add_option("--mutant", mutant_name, "a late-class mutant on the target path");
@@ -321,7 +337,8 @@ int main(int argc, char** argv) {
   mutants->add_option("--out-dir", out_dir, "folder for mutants.md and mutants.json")->required();
   mutants->add_option("--seeds", seeds_arg, "comma-separated seeds (default 1,2)");
   mutants->add_option("--steps", steps, "training steps per run")->check(CLI::PositiveNumber);
-  mutants->add_option("--diverge-at", diverge_at, "step of the first-divergence table (default 50)");
+  mutants->add_option("--diverge-at", diverge_at, "step of the first-divergence table (default 50)")
+      ->check(CLI::NonNegativeNumber);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -332,7 +349,7 @@ int main(int argc, char** argv) {
   nt::Mutant mutant = nt::Mutant::none;
   std::vector<std::uint64_t> seeds;
   try {
-    targets = nt::TargetSet::parse(target_list);
+    if (*curve || *diverge) targets = nt::TargetSet::parse(target_list);  // gate and mutants compare none vs all
     mutant = nt::parse_mutant(mutant_name);
     seeds = parse_seeds(seeds_arg);
   } catch (const std::exception& e) {
@@ -354,7 +371,10 @@ int main(int argc, char** argv) {
       numgate::Report r;
       r.device = "no CUDA device";
       numgate::Gate3Report g;
+      const nt::LossGateParams params;
       g.steps = steps;
+      g.last_steps = params.last_steps;
+      g.max_relative_difference = params.max_relative_difference;
       g.mutant = mutant_name;
       g.not_run_reason = "no CUDA device (" + why + ")";
       r.gate3.push_back(g);

@@ -50,8 +50,8 @@ Batch make_batch(const CorpusConfig& c, std::uint64_t seed, std::uint64_t index)
   if (c.vocab < 64 || !is_prime(m))
     throw std::invalid_argument("corpus: vocab " + std::to_string(c.vocab) +
                                 " must be >= 64 with vocab - 3 prime (content tokens form a prime field)");
-  if (c.batch < 1 || c.seq < 64)
-    throw std::invalid_argument("corpus: batch must be >= 1 and seq >= 64 (got batch " + std::to_string(c.batch) +
+  if (c.batch < 1 || c.seq < 64 || c.seq > (1 << 19))
+    throw std::invalid_argument("corpus: batch must be >= 1 and seq in [64, 2^19] (got batch " + std::to_string(c.batch) +
                                 ", seq " + std::to_string(c.seq) + ")");
   // Per-token hashes of the Markov law: fixed by the seed, the same for every batch.
   const RandomStream hash(seed, kHashStream);

@@ -13,8 +13,9 @@
 // PAD to S. Content is a mixture, switched per span:
 //   - a Zipf order-2 Markov language: the next token after (a, b) is
 //       3 + (h1(b) + h2(a) + rank * c(b)) mod M,   rank ~ Zipf(zipf_exponent) on 0 .. M-1,
-//     h1, c: per-token Philox hashes (c in 1 .. M-1), h2(a) in {0, .., 7}: the previous
-//     token mostly decides, the one before shifts it (order 2);
+//     h1, c: per-token Philox hashes (c in 1 .. M-1), h2(a) in {0, (M-1)/2}: the previous
+//     token b picks the law, the one before, a, picks one of its two halves (order 2: a
+//     model that sees only b pays up to ln 2 more);
 //   - copy segments (with probability copy_probability per span): COPY, L random uniform
 //     content tokens (L uniform in [8, 32]), COPY, the same L tokens again: the second copy
 //     is predictable only by attending back (induction), which rewards attention.
@@ -49,7 +50,8 @@ struct Batch {
 };
 
 /// Batch `index` of the corpus of `seed` (pure function of its arguments).
-/// Throws std::invalid_argument for vocab < 64 or vocab - 3 not prime, batch < 1, seq < 64.
+/// Throws std::invalid_argument for vocab < 64 or vocab - 3 not prime, batch < 1, seq
+/// outside [64, 2^19] (a sequence's draws are counted in a window of 2^20).
 Batch make_batch(const CorpusConfig& c, std::uint64_t seed, std::uint64_t index);
 
 /// Entropy in nats of Zipf(s) truncated to ranks 0 .. m-1 (P(r) ~ (r + 1)^-s).

@@ -36,6 +36,10 @@ SeedVerdict compare_curves(std::uint64_t seed, const std::vector<double>& refere
     }
   v.reference_mean = tail_mean(reference, p.last_steps);
   v.target_mean = tail_mean(target, p.last_steps);
+  if (!(v.reference_mean > 0)) {  // a cross-entropy loss is positive: a relative difference needs m_ref > 0
+    v.why = fmt::format("reference last-{} mean loss {} is not positive", p.last_steps, v.reference_mean);
+    return v;
+  }
   v.relative_difference = std::fabs(v.reference_mean - v.target_mean) / v.reference_mean;
   v.pass = v.relative_difference < p.max_relative_difference;
   v.why = fmt::format("last-{} mean loss: reference {:.6f}, target {:.6f}, relative difference {:.4f}% {} {:.2f}%",
@@ -56,6 +60,10 @@ DivergenceRow difference(const std::string& name, const std::vector<float>& refe
   for (std::size_t i = 0; i < reference.size(); ++i) {
     const double a = reference[i], b = target[i];
     if (std::isnan(a) && std::isnan(b)) continue;  // both NaN: they agree
+    if (a == b) {  // equal (infinities too): no difference; a finite value still counts in ||r||
+      if (std::isfinite(a)) den += a * a;
+      continue;
+    }
     const double d = b - a;
     if (std::isnan(d)) {
       mismatched_nan = true;

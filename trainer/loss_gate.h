@@ -8,12 +8,13 @@
 // and the seed passes when it is < max_relative_difference (0.5%, seed 000's threshold).
 // The gate passes when every seed passes (two seeds: one agreement may be luck). A curve
 // shorter than min_steps, of unequal lengths, or holding a non-finite loss FAILs (a curve
-// that diverged is not "close"). Parameters are declared here, before any run.
+// that diverged is not "close"), and so does a reference mean that is not positive.
+// Parameters are declared here, before any run.
 //
 // First divergence: for every op output captured in execution order on both paths (from
 // the same weights and batch), rel_l2 = ||t - r||_2 / ||r||_2 (0 when both are 0) and
 // max_abs = max |t - r|. The noise an op inherits is the largest rel_l2 of the ops before
-// it, at least the bf16 unit roundoff u = 2^-8 (one re-rounding of a bf16 value moves it by
+// it (equal values, infinities included, and NaN on both sides agree), at least the bf16 unit roundoff u = 2^-8 (one re-rounding of a bf16 value moves it by
 // up to that); an op JUMPS when its rel_l2 exceeds kJumpFactor (8) times that. The first op
 // that jumps is named: the first place the target computes something the noise before it
 // does not explain. Non-finite differences always jump.

@@ -132,6 +132,15 @@ struct Trainer::Impl {
   }
 
   Impl(const ModelConfig& cfg, std::uint64_t s, TargetSet t, Mutant m) : c(cfg), seed(s), targets(t), mutant(m) {
+    try {
+      init();
+    } catch (...) {  // ~Impl does not run for a constructor that throws: free what init took
+      release();
+      throw;
+    }
+  }
+
+  void init() {
     B = static_cast<int>(c.corpus.batch);
     S = static_cast<int>(c.corpus.seq);
     N = c.corpus.batch * c.corpus.seq;
@@ -264,11 +273,15 @@ struct Trainer::Impl {
     NUMGATE_CUDA_CHECK(cudaStreamSynchronize(stream));
   }
 
-  ~Impl() {
+  ~Impl() { release(); }
+  void release() noexcept {
     if (stream) cudaStreamSynchronize(stream);
     for (void* p : allocations) cudaFree(p);
+    allocations.clear();
     if (blas) cublasDestroy(blas);
     if (stream) cudaStreamDestroy(stream);
+    blas = nullptr;
+    stream = nullptr;
   }
 
   // ---- capture (first-divergence finder) ----

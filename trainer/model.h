@@ -9,7 +9,8 @@
 //               q, k = RoPE(q, k)  (rotate-half, GQA: q_heads query heads, kv_heads shared)
 //               o = softmax(q k^T * head_dim^-1/2 + causal) v ; h = h + dropout(o Wo^T)
 //               a = RMSNorm(h) ; h = h + dropout( (silu(a Wg^T) * (a Wu^T)) Wd^T )
-//   logits = RMSNorm(h) Wlm^T (FP32 out) ; loss = cross_entropy(logits, targets,
+//   logits = RMSNorm(h) Wlm^T (FP32 straight from cuBLAS, where HF computes bf16 logits and
+//   upcasts them: glue, the same on both paths) ; loss = cross_entropy(logits, targets,
 //   ignore_index = -100, mean)
 // (Qwen3's per-head q/k norms are left out: they would be two more RMSNorms.) Matmuls:
 // cuBLAS cublasGemmEx, bf16 inputs, FP32 compute, bf16 outputs (FP32 for the logits and
@@ -23,11 +24,11 @@
 // so every layer and step draws a fresh mask (the stream: kernels/dropout_add/dropout_stream.h).
 //
 // Default size (ModelConfig): d 512, 4 layers, 8 query / 2 KV heads of 64, FFN 1536,
-// vocab 1024, batch 16 x seq 256 = 4096 tokens a step; about 13.6 M parameters. Why it is
+// vocab 1024, batch 16 x seq 256 = 4096 tokens a step; 13.1 M parameters. Why it is
 // enough: every swapped op runs at the shapes of a real layer's hot loop (rows of 512,
 // 4096-token batches, 256-key causal rows, 4:1 GQA, a 1024-wide vocab), four layers deep
 // so an error compounds through residual and attention paths, with a loss that falls from
-// ln(1024) = 6.93 to below 4 in 200 steps (the corpus: trainer/corpus.h); and a step takes
+// ln(1024) = 6.93 to about 4.95 in 200 steps (the corpus: trainer/corpus.h); and a step takes
 // milliseconds, so two seeds x two paths x 200 steps fit gate 3's 3-minute budget.
 #pragma once
 

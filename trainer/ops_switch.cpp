@@ -22,7 +22,7 @@ const char* op_name(OpId op) {
 
 TargetSet TargetSet::parse(const std::string& list) {
   if (list == "all") return all();
-  if (list == "none" || list.empty()) return none();
+  if (list == "none") return none();
   unsigned bits = 0;
   std::size_t start = 0;
   while (start <= list.size()) {

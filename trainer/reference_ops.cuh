@@ -54,7 +54,7 @@ void ref_swiglu_backward(const bf16* g, const bf16* u, const bf16* dy, bf16* dg,
 /// F.cross_entropy(logits.float(), targets, ignore_index=-100, reduction='mean') on FP32
 /// logits [tokens, vocab]: loss[0] = mean over non-ignored tokens of lse - z_target (0 when
 /// all are ignored); dlogits = (softmax - onehot) / n_valid, 0 on ignored rows (FP32).
-/// row_workspace: [tokens] floats (per-token losses, then reused for lse).
+/// row_workspace: [2 * tokens + 1] floats (per-token losses, per-token lse, 1 / n_valid).
 void ref_cross_entropy(const float* logits, const std::int64_t* targets, float* loss, float* dlogits,
                        float* row_workspace, std::int64_t tokens, std::int64_t vocab, cudaStream_t s);
 /// residual + F.dropout(x, p): dropped = (m ? x * s : 0).bf16 (s = RN_fp32(1/(1-p))), then

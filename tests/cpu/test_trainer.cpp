@@ -5,6 +5,9 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
 #include <limits>
 #include <set>
 #include <string>
@@ -130,6 +133,11 @@ TEST(LossCurveGate, PassesBelowHalfAPercentAndFailsAtIt) {
   EXPECT_TRUE(nt::compare_curves(1, ref, flat(200, 4.0 * 0.996)).pass);
   EXPECT_FALSE(nt::compare_curves(1, ref, flat(200, 4.0 * 1.006)).pass);
   EXPECT_FALSE(nt::compare_curves(1, ref, flat(200, 4.0 * 0.994)).pass);
+  // Exactly 0.5% (200 vs 201: the quotient rounds like the declared 0.005) is not below it.
+  const nt::SeedVerdict edge = nt::compare_curves(1, flat(200, 200.0), flat(200, 201.0));
+  EXPECT_EQ(edge.relative_difference, 0.005);
+  EXPECT_FALSE(edge.pass) << "the gate is strict: < 0.5%";
+  EXPECT_FALSE(nt::compare_curves(1, flat(200, -4.0), flat(200, -8.0)).pass) << "a non-positive reference mean fails";
   const nt::SeedVerdict v = nt::compare_curves(1, ref, flat(200, 4.0 * 1.006));
   EXPECT_NEAR(v.relative_difference, 0.006, 1e-12);
   EXPECT_NE(v.why.find("0.6000%"), std::string::npos) << v.why;
@@ -168,6 +176,8 @@ TEST(FirstDivergence, DifferencesAndTheFirstJump) {
   EXPECT_THROW(nt::difference("c", {1}, {1, 2}), std::invalid_argument);
   EXPECT_TRUE(std::isnan(nt::difference("n", {1, 2}, {1, NAN}).rel_l2)) << "NaN on one side";
   EXPECT_EQ(nt::difference("nn", {NAN, 2}, {NAN, 2}).rel_l2, 0) << "NaN on both sides agrees";
+  EXPECT_EQ(nt::difference("ii", {INFINITY, 1}, {INFINITY, 1}).rel_l2, 0) << "equal infinities agree";
+  EXPECT_TRUE(std::isnan(nt::difference("i-", {INFINITY, 1}, {-INFINITY, 1}).rel_l2)) << "opposite infinities do not";
 
   // Noise at the bf16 rounding level, growing slowly, then a jump, then noise again.
   std::vector<nt::DivergenceRow> rows(5);
@@ -211,7 +221,7 @@ numgate::Gate3Report passing_gate3() {
   g.last_steps = 50;
   g.max_relative_difference = 0.005;
   g.reproducibility_checked = g.reference_reproducible = true;
-  g.seeds = {{1, 3.5, 3.51, 0.01 / 3.5, true, "ok"}, {2, 3.6, 3.6, 0, true, "ok"}};
+  g.seeds = {{1, 3.5, 3.51, std::fabs(3.5 - 3.51) / 3.5, true, "ok"}, {2, 3.6, 3.6, 0, true, "ok"}};
   g.curves_csv = "curves.csv";
   g.divergence_step = 50;
   g.first_divergence = "";
@@ -253,7 +263,43 @@ TEST(Gate3Report, VerdictRoundTripAndMerge) {
   failing.gate3[0].seeds[0].pass = false;
   EXPECT_EQ(numgate::merge_reports({op, failing}).gate3.size(), 1u);
   EXPECT_EQ(numgate::merge_reports({op, failing}).overall(), numgate::Verdict::fail);
-  EXPECT_THROW(numgate::merge_reports({r, r}, {"a.json", "b.json"}), numgate::ReportError);
+  try {
+    numgate::merge_reports({r, r}, {"a.json", "b.json"});
+    FAIL() << "gate 3 merged twice";
+  } catch (const numgate::ReportError& e) {
+    EXPECT_EQ(e.field(), "/gate3/0") << e.what();
+  }
+
+  // A seed of 2^63 + 5 survives the round trip.
+  numgate::Report big = r;
+  big.gate3[0].seeds[0].seed = (1ull << 63) + 5;
+  numgate::write_report(big, dir.string());
+  EXPECT_EQ(numgate::read_report((dir / "report.json").string()).gate3[0].seeds[0].seed, (1ull << 63) + 5);
+
+  // Tampering: a passing seed whose numbers do not give a pass, a reproducibility check
+  // without seeds, two gate-3 rows: each refused naming the field.
+  auto refused = [&](const std::string& field, const std::function<void(nlohmann::json&)>& edit) {
+    numgate::write_report(r, dir.string());
+    const std::string path = (dir / "report.json").string();
+    nlohmann::json j;
+    std::ifstream(path) >> j;
+    edit(j);
+    std::ofstream(path) << j.dump(2);
+    try {
+      numgate::read_report(path);
+      ADD_FAILURE() << field << ": the edited report was accepted";
+    } catch (const numgate::ReportError& e) {
+      EXPECT_EQ(e.field(), field) << e.what();
+    }
+  };
+  refused("/gate3/0/seeds/0/pass", [](nlohmann::json& j) { j["gate3"][0]["seeds"][0]["relative_difference"] = 0.9; });
+  refused("/gate3/0/seeds/0/pass", [](nlohmann::json& j) { j["gate3"][0]["seeds"][0]["target_mean"] = 9.0; });
+  refused("/gate3/0/reproducibility_checked", [](nlohmann::json& j) {
+    j["gate3"][0]["seeds"] = nlohmann::json::array();
+    j["gate3"][0]["verdict"] = "NOT RUN";
+    j["overall_verdict"] = "NOT RUN";
+  });
+  refused("/gate3", [](nlohmann::json& j) { j["gate3"].push_back(j["gate3"][0]); });
   std::filesystem::remove_all(dir);
 }
 
