@@ -213,7 +213,6 @@ const char* const kGateFiles[] = {"report.json", "report.md", "curves.csv", "los
 
 int cmd_gate(const nt::ModelConfig& cfg, const std::string& dir, const std::vector<std::uint64_t>& seeds, int steps,
              nt::Mutant mutant, int diverge_at) {
-  for (const char* f : kGateFiles) std::filesystem::remove(std::filesystem::path(dir) / f);
   GateRun g = run_gate(cfg, seeds, steps, mutant);
   const std::string csv = dir + "/curves.csv";
   write_text(csv, curves_csv(g));
@@ -337,7 +336,7 @@ int main(int argc, char** argv) {
   mutants->add_option("--out-dir", out_dir, "folder for mutants.md and mutants.json")->required();
   mutants->add_option("--seeds", seeds_arg, "comma-separated seeds (default 1,2)");
   mutants->add_option("--steps", steps, "training steps per run")->check(CLI::PositiveNumber);
-  mutants->add_option("--diverge-at", diverge_at, "step of the first-divergence table (default 50)")
+  mutants->add_option("--diverge-at", diverge_at, "step of the first-divergence tables (default 100)")
       ->check(CLI::NonNegativeNumber);
   try {
     app.parse(argc, argv);
@@ -364,6 +363,8 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  if (*gate)  // before the device check: a run without a device leaves only its NOT RUN report
+    for (const char* f : kGateFiles) std::filesystem::remove(std::filesystem::path(out_dir) / f);
   std::string why;
   if (!nt::cuda_device_available(&why)) {
     std::printf("numgate-train: no CUDA device (%s): gate 3 NOT run (skipped)\n", why.c_str());
@@ -408,7 +409,7 @@ int main(int argc, char** argv) {
       std::printf("%s", md.c_str());
       return 0;
     }
-    if (*mutants) return cmd_mutants(cfg, out_dir, seeds, steps, diverge_at < 0 ? 50 : diverge_at);
+    if (*mutants) return cmd_mutants(cfg, out_dir, seeds, steps, diverge_at < 0 ? 100 : diverge_at);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "numgate-train: %s\n", e.what());
     return 1;
