@@ -33,6 +33,20 @@
 // fill the GPU with a row-per-block kernel: it is still timed, but its line ends with
 // "(latency-bound: R rows < N SMs)" because its GB/s measures launch and latency.
 //
+// Kernel clock. Unless --no-kernel-clock, each pass is launched --iters more times (the
+// rotation continuing, no events) while CUPTI records the GPU activities (kernels, memsets)
+// they run; kernel_us = their summed durations / launches: GPU time only, no launch gaps
+// and no event overhead, the method by which tools/bench_peers.py times torch.compile and
+// Liger-Kernel (PyTorch's profiler reads the same CUPTI records). Without CUPTI in the
+// build (CMake: CUDA::cupti) the line has event times only and says so.
+//
+// Peers (--peers FILE, tools/bench_peers.py's JSON): after the timing, one "peer" line per
+// timed line with the fastest peer of the same semantics at its op, pass, dtype, shape and
+// parameters, numgate's ratio to it (kernel time / kernel time; the event median's ratio
+// beside it), WON (ratio <= 1.00 as printed) or LOST, and a closing count over the main
+// target's lines and the variant "fused" (cross-entropy's fused forward + backward, compared
+// with the peers' "fused" rows); other variants are compared but not counted.
+//
 // Exit status: 0 done; 77 no CUDA device, or no production case of at least 2^20 elements
 // (ctest: skipped); 2 nothing to do (report missing or unreadable, large production cases
 // but none PASS, bad command line); 1 a CUDA error while benchmarking.
@@ -57,6 +71,7 @@
 
 #include "bench_fill.h"
 #include "bench_json.h"
+#include "bench_kernel_clock.h"
 #include "cuda_check.h"
 #include "device_buffer.h"
 #include "numgate/fixture_file.h"
@@ -138,6 +153,8 @@ const ScaledShape kScaledShapes[] = {
     {"softmax", numgate::DType::bf16, {1, 2, 4096, 4096}, {4, 8, 4096, 4096}},  // 32 heads x 4096 x 4096
     {"rope", numgate::DType::bf16, {1, 4096, 32, 128}, {4, 4096, 32, 128}},     // 4 x 4096 tokens x 32 x 128
     {"cross_entropy", numgate::DType::bf16, {512, 151936}, {8192, 151936}},     // 8192 tokens, Qwen3 vocab
+    {"swiglu", numgate::DType::bf16, {1, 1024, 12288}, {4, 512, 12288}},        // 4 x 512 tokens, FFN 12288
+    {"geglu", numgate::DType::bf16, {1, 1024, 12288}, {4, 512, 12288}},
 };
 
 /// The benchmark-shape copies of a qualifying case (kScaledShapes).
@@ -350,6 +367,8 @@ using Device = numgate::bench::DeviceInfo;
 
 struct Options {
   std::string report;
+  std::string peers;      ///< tools/bench_peers.py's JSON ("" = no comparison)
+  bool kernel_clock = true;  ///< --no-kernel-clock: event times only
   std::string json;       ///< bench JSON path; "" = none
   bool json_given = false;  ///< --json was on the command line (else: beside the report)
   int iters = 200;
@@ -371,11 +390,14 @@ FillType fill_type(numgate::DType d) {
   throw UsageError("no random fill for i64 tensors (index inputs are zero-filled)");
 }
 
-void print_line(const BenchCase& bc, const std::string& pass, const Timing& t, double bytes, int64_t rows,
-                const Device& dev, numgate::bench::Results& res) {
+void print_line(const BenchCase& bc, const std::string& pass, const std::string& variant, const Timing& t,
+                double kernel_us, double bytes, int64_t rows, const Device& dev, numgate::bench::Results& res) {
   numgate::bench::Line l;
   l.op = bc.op;
   l.pass = pass;
+  l.variant = variant;
+  l.kernel_us = kernel_us;
+  for (const auto& [k, v] : bc.spec.params) l.params[k] = v;
   l.case_name = bc.name;
   l.dtype = bc.spec.dtype;
   l.shape = bc.spec.shape;
@@ -470,21 +492,35 @@ void run_case(const BenchCase& bc, const Device& dev, const Options& opt, cudaSt
   // Index inputs were memset to 0 (valid); the target's host-side precheck (cross-entropy's
   // target validation) is the replay's business and is never timed here.
   // The main target's passes, then every variant's (TargetOp::variant), e.g. "Backward [atomic_dw]".
-  auto time_pass = [&](const numgate::TargetPass& tp, const std::string& label) {
+  auto time_pass = [&](const numgate::TargetPass& tp, const std::string& variant) {
     const numgate::PassDecl& pass = desc.pass(tp.name);
     const std::size_t pws = tp.workspace_bytes ? tp.workspace_bytes(bc.spec) : 0;
     double bytes = 0;
     for (const auto& t : pass.reads) bytes += static_cast<double>(bytes_of(t));
     for (const auto& t : pass.writes) bytes += static_cast<double>(bytes_of(t));
-    const Timing tm = time_launches(stream, opt.warmup, opt.iters, [&](int i) {
+    auto launch = [&](int i) {
       const Set& st = sets[static_cast<std::size_t>(i) % nsets];
       BENCH_LAUNCH(tp.launch(numgate::Launch{bc.spec, st.ptrs, st.ws ? st.ws->data() : nullptr, pws, stream, {}}));
-    });
-    print_line(bc, label, tm, bytes, rows, dev, res);
+    };
+    const Timing tm = time_launches(stream, opt.warmup, opt.iters, launch);
+    // The kernel clock: the same launches again, continuing the rotation, without events,
+    // their GPU activity summed by CUPTI (the peers' method) and divided by the launches.
+    double kernel_us = -1;
+    if (res.kernel_clock == "cupti") {
+      BENCH_CUDA(cudaStreamSynchronize(stream));
+      numgate::bench::KernelClock::begin();
+      for (int i = 0; i < opt.iters; ++i) launch(opt.warmup + opt.iters + i);
+      BENCH_CUDA(cudaStreamSynchronize(stream));
+      long count = 0;
+      kernel_us = numgate::bench::KernelClock::end_us(&count) / opt.iters;
+      if (count < opt.iters) throw std::runtime_error(strf("kernel clock: %ld activities recorded for %d launches of %s %s",
+                                                            count, opt.iters, bc.op.c_str(), tp.name.c_str()));
+    }
+    print_line(bc, tp.name, variant, tm, kernel_us, bytes, rows, dev, res);
   };
-  for (const auto& pass : desc.passes) time_pass(target.pass(pass.name), pass.name);
+  for (const auto& pass : desc.passes) time_pass(target.pass(pass.name), "");
   for (const numgate::TargetOp* v : variants)
-    for (const auto& tp : v->passes) time_pass(tp, tp.name + " [" + v->variant + "]");
+    for (const auto& tp : v->passes) time_pass(tp, v->variant);
 }
 
 int run(const Options& opt, numgate::bench::Results& res) {
@@ -500,6 +536,13 @@ int run(const Options& opt, numgate::bench::Results& res) {
     throw NoDevice(strf("no CUDA device available (%s). Run numgate-bench on a machine with an "
                         "NVIDIA GPU and a working driver.",
                         derr != cudaSuccess ? cudaGetErrorString(derr) : "device count is 0"));
+  }
+  if (!opt.peers.empty()) {
+    try {
+      res.peers = numgate::bench::read_peers(opt.peers);
+    } catch (const std::runtime_error& e) {
+      throw UsageError(e.what());
+    }
   }
   const std::vector<BenchCase> cases = select_cases(report, opt.report, res);
 
@@ -522,10 +565,26 @@ int run(const Options& opt, numgate::bench::Results& res) {
                                                                           : strf("%.1f", l2_mib))
                   .c_str(),
               dev.d2d_gbps);
+  std::string why;
+  if (!opt.kernel_clock) res.kernel_clock = "off (--no-kernel-clock)";
+  else if (numgate::bench::KernelClock::available(&why)) res.kernel_clock = "cupti";
+  else res.kernel_clock = "unavailable: " + why;
+  std::printf("bench kernel clock: %s\n", res.kernel_clock == "cupti" ? "CUPTI (GPU time per launch, the peers' method)"
+                                                                     : res.kernel_clock.c_str());
   std::fflush(stdout);
 
   for (const BenchCase& bc : cases) run_case(bc, dev, opt, stream, res);
   BENCH_CUDA(cudaStreamDestroy(stream));
+  if (res.peers) {
+    std::printf("bench peers: %s (%zu rows, device %s)\n", res.peers->file.c_str(), res.peers->rows.size(),
+                res.peers->device.c_str());
+    for (numgate::bench::Line& l : res.lines) {
+      l.peer = numgate::bench::compare_with_peers(l, *res.peers);
+      std::fputs(numgate::bench::peer_line(l).c_str(), stdout);
+    }
+    std::fputs(numgate::bench::peer_summary_line(numgate::bench::summarize_peers(res.lines)).c_str(), stdout);
+    std::fflush(stdout);
+  }
   return 0;
 }
 
@@ -558,6 +617,10 @@ int main(int argc, char** argv) {
   auto* json_opt = app.add_option("--json", opt.json,
                                   "write the results as JSON to this file (default: bench.json beside the report; "
                                   "\"\" for none)");
+  app.add_option("--peers", opt.peers,
+                 "peers JSON of tools/bench_peers.py: print each line's best peer of the same semantics, "
+                 "numgate's ratio to it and the rows won and lost");
+  app.add_flag("!--no-kernel-clock", opt.kernel_clock, "CUDA-event times only (no CUPTI kernel clock)");
   app.add_option("--iters", opt.iters, "timed launches per case and direction")
       ->check(CLI::Range(1, 1000000))
       ->capture_default_str();

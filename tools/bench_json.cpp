@@ -1,9 +1,13 @@
 #include "bench_json.h"
 
 #include <cctype>
+#include <cmath>
 #include <cstdarg>
 #include <cstdio>
+#include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 
 #include "numgate/report.h"
 #include "numgate/tensor.h"
@@ -31,6 +35,125 @@ std::string strf(const char* fmt, ...) {
   return s;
 }
 
+Peers read_peers(const std::string& path) {
+  auto fail = [&](const std::string& what) {
+    throw std::runtime_error("peers file '" + path + "': " + what +
+                             " (write it with tools/bench_peers.py --bench ... --out " + path + ")");
+  };
+  std::ifstream in(path);
+  if (!in) fail("cannot be opened");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    fail(std::string("is not JSON: ") + e.what());
+  }
+  if (!j.is_object()) fail("the top level is not an object");
+  if (!j.contains("schema_version") || !j["schema_version"].is_number_integer() || j["schema_version"].get<int>() != 1)
+    fail("field 'schema_version' must be 1");
+  if (!j.contains("rows") || !j["rows"].is_array()) fail("field 'rows' is missing or not an array");
+  Peers p;
+  p.file = path;
+  if (j.contains("device") && j["device"].is_string()) p.device = j["device"].get<std::string>();
+  std::size_t i = 0;
+  for (const auto& r : j["rows"]) {
+    const std::string at = "rows[" + std::to_string(i++) + "]";
+    auto str = [&](const char* k) {
+      if (!r.contains(k) || !r[k].is_string()) fail(at + ": field '" + k + "' is missing or not a string");
+      return r[k].get<std::string>();
+    };
+    PeerRow row;
+    row.op = str("op");
+    row.pass = str("pass");
+    row.peer = str("peer");
+    if (row.pass != "forward" && row.pass != "backward" && row.pass != "fused")
+      fail(at + ": field 'pass' is '" + row.pass + "', not forward, backward or fused");
+    try {
+      row.dtype = parse_dtype(str("dtype"));
+    } catch (const std::invalid_argument& e) {
+      fail(at + ": field 'dtype': " + e.what());
+    }
+    if (!r.contains("shape") || !r["shape"].is_array()) fail(at + ": field 'shape' is missing or not an array");
+    for (const auto& d : r["shape"]) {
+      if (!d.is_number_integer() || d.get<std::int64_t>() < 0) fail(at + ": field 'shape' holds a non-integer or negative extent");
+      row.shape.push_back(d.get<std::int64_t>());
+    }
+    if (!r.contains("params") || !r["params"].is_object()) fail(at + ": field 'params' is missing or not an object");
+    for (const auto& [k, v] : r["params"].items()) {
+      if (!v.is_number()) fail(at + ": field 'params." + k + "' is not a number");
+      row.params[k] = v.get<double>();
+    }
+    if (!r.contains("kernel_us") || !r["kernel_us"].is_number()) fail(at + ": field 'kernel_us' is missing or not a number");
+    row.kernel_us = r["kernel_us"].get<double>();
+    if (!(row.kernel_us > 0) || !std::isfinite(row.kernel_us)) fail(at + ": field 'kernel_us' must be a positive number");
+    if (!r.contains("same_semantics") || !r["same_semantics"].is_boolean())
+      fail(at + ": field 'same_semantics' is missing or not a boolean");
+    row.same_semantics = r["same_semantics"].get<bool>();
+    if (r.contains("note") && r["note"].is_string()) row.note = r["note"].get<std::string>();
+    p.rows.push_back(std::move(row));
+  }
+  return p;
+}
+
+std::string peer_pass(const Line& l) { return l.variant == "fused" ? "fused" : lower(l.pass); }
+
+std::optional<PeerMatch> compare_with_peers(const Line& l, const Peers& peers) {
+  const std::string pass = peer_pass(l);
+  const PeerRow* best = nullptr;
+  for (const PeerRow& r : peers.rows) {
+    if (!r.same_semantics || r.op != l.op || r.pass != pass || r.dtype != l.dtype || r.shape != l.shape) continue;
+    bool same = true;
+    for (const auto& [k, v] : r.params) {
+      auto it = l.params.find(k);
+      same = same && it != l.params.end() && it->second == v;
+    }
+    if (same && (!best || r.kernel_us < best->kernel_us)) best = &r;
+  }
+  if (!best) return std::nullopt;
+  PeerMatch m;
+  m.best = *best;
+  const double mine = l.kernel_us > 0 ? l.kernel_us : l.median_us;
+  m.ratio = mine / best->kernel_us;
+  m.event_ratio = l.median_us / best->kernel_us;
+  m.counted = l.variant.empty() || l.variant == "fused";
+  m.won = m.ratio < 1.005;
+  return m;
+}
+
+std::string peer_line(const Line& l) {
+  std::string label = lower(l.pass) + (l.variant.empty() ? "" : " [" + l.variant + "]");
+  std::string head = strf("peer %-17s %-8s %s [%s]", l.op.c_str(), label.c_str(), std::string(dtype_name(l.dtype)).c_str(),
+                          dims_str(l.shape).c_str());
+  std::string mine = l.kernel_us > 0 ? strf("numgate %.2f us (events %.2f)", l.kernel_us, l.median_us)
+                                     : strf("numgate %.2f us (events; no kernel clock)", l.median_us);
+  if (!l.peer) return head + "  " + mine + "  no peer of the same semantics\n";
+  const PeerMatch& m = *l.peer;
+  return head + "  " + mine +
+         strf("  best peer %s %.2f us  ratio %.2f (events %.2f)  %s%s\n", m.best.peer.c_str(), m.best.kernel_us, m.ratio,
+              m.event_ratio, m.won ? "WON" : "LOST", m.counted ? "" : " (variant: not counted)");
+}
+
+PeerSummary summarize_peers(const std::vector<Line>& lines) {
+  PeerSummary s;
+  for (const Line& l : lines) {
+    const bool counted = l.variant.empty() || l.variant == "fused";
+    if (!counted) continue;
+    if (!l.peer) {
+      ++s.no_peer;
+      continue;
+    }
+    (l.peer->won ? s.won : s.lost) += 1;
+    s.event_won += l.peer->event_ratio < 1.005;
+  }
+  return s;
+}
+
+std::string peer_summary_line(const PeerSummary& s) {
+  return strf("peers: %d of %d rows won or tied (kernel time, the peers' method), %d lost; by event-timed median %d "
+              "won; %d line(s) without a peer of the same semantics\n",
+              s.won, s.won + s.lost, s.lost, s.event_won, s.no_peer);
+}
+
 double gbps(const Line& l) { return l.bytes / (l.median_us * 1e3); }
 
 bool latency_bound(const Line& l, const DeviceInfo& d) { return l.rows < d.sm_count; }
@@ -46,10 +169,12 @@ std::string console_line(const Line& l, const DeviceInfo& d) {
   // latency, not bandwidth; still timed, but flagged so nobody reads GB/s as bandwidth.
   if (latency_bound(l, d))
     suffix += strf(" (latency-bound: %lld rows < %d SMs)", static_cast<long long>(l.rows), d.sm_count);
-  return strf("bench %-17s %-8s %s [%s]  median %.2f us  min %.2f us  %.1f GB/s  "
+  const std::string label = lower(l.pass) + (l.variant.empty() ? "" : " [" + l.variant + "]");
+  const std::string kernel = l.kernel_us > 0 ? strf("  kernel %.2f us", l.kernel_us) : "";
+  return strf("bench %-17s %-8s %s [%s]  median %.2f us  min %.2f us%s  %.1f GB/s  "
               "(%.1f%% of D2D copy %.1f GB/s)  case %s\n",
-              l.op.c_str(), lower(l.pass).c_str(), std::string(dtype_name(l.dtype)).c_str(),
-              dims_str(l.shape).c_str(), l.median_us, l.min_us, g, 100.0 * g / d.d2d_gbps, d.d2d_gbps,
+              l.op.c_str(), label.c_str(), std::string(dtype_name(l.dtype)).c_str(),
+              dims_str(l.shape).c_str(), l.median_us, l.min_us, kernel.c_str(), g, 100.0 * g / d.d2d_gbps, d.d2d_gbps,
               suffix.c_str());
 }
 
@@ -62,6 +187,7 @@ nlohmann::ordered_json to_json(const Results& r) {
   j["report"] = r.report;
   j["iters"] = r.iters;
   j["warmup"] = r.warmup;
+  j["kernel_clock"] = r.kernel_clock;
   if (r.have_device)
     j["device"] = {{"name", r.device.name},
                    {"l2_bytes", r.device.l2_bytes},
@@ -76,11 +202,16 @@ nlohmann::ordered_json to_json(const Results& r) {
     e["op"] = l.op;
     e["pass"] = lower(l.pass);
     e["dtype"] = std::string(dtype_name(l.dtype));
+    e["variant"] = l.variant;
     e["shape"] = l.shape;
+    e["params"] = ojson::object();
+    for (const auto& [k, v] : l.params) e["params"][k] = json_double(v);
     e["case"] = l.case_name;
     e["duplicates"] = l.duplicates;
     e["median_us"] = json_double(l.median_us);
     e["min_us"] = json_double(l.min_us);
+    if (l.kernel_us > 0) e["kernel_us"] = json_double(l.kernel_us);
+    else e["kernel_us"] = nullptr;
     e["bytes"] = json_double(l.bytes);
     e["gbps"] = json_double(g);
     e["fraction_of_d2d"] = json_double(g / r.device.d2d_gbps);
@@ -88,7 +219,22 @@ nlohmann::ordered_json to_json(const Results& r) {
     e["latency_bound"] = latency_bound(l, r.device);
     if (l.scaled_from.empty()) e["scaled_from"] = nullptr;
     else e["scaled_from"] = l.scaled_from;
+    if (!l.peer) {
+      e["peer"] = nullptr;
+    } else {
+      const PeerMatch& m = *l.peer;
+      e["peer"] = {{"name", m.best.peer},          {"kernel_us", json_double(m.best.kernel_us)},
+                   {"note", m.best.note},          {"ratio", json_double(m.ratio)},
+                   {"event_ratio", json_double(m.event_ratio)}, {"counted", m.counted}, {"won", m.won}};
+    }
     j["results"].push_back(std::move(e));
+  }
+  if (r.peers) {
+    const PeerSummary s = summarize_peers(r.lines);
+    j["peers"] = {{"file", r.peers->file}, {"device", r.peers->device}, {"won", s.won},
+                  {"lost", s.lost},        {"event_won", s.event_won},  {"no_peer", s.no_peer}};
+  } else {
+    j["peers"] = nullptr;
   }
   j["skipped"] = r.skipped;
   return j;

@@ -1,10 +1,10 @@
 // numgate-bench — what one benchmark run found, as console lines and as JSON (no CUDA
 // here: tested on the CPU; the timing itself is in bench.cpp).
 //
-// bench.json, schema version 1 (written by numgate-bench, see README "Benchmark"):
+// bench.json, schema version 2 (written by numgate-bench, see README "Benchmark"):
 //
 //   {
-//     "schema_version": 1,                 integer
+//     "schema_version": 2,                 integer
 //     "status": "ok" | "nothing_to_do" | "error",
 //                                          ok: every qualifying case timed (exit 0);
 //                                          nothing_to_do: no device or no qualifying case
@@ -12,6 +12,7 @@
 //     "message": string,                   why, when status is not "ok" ("" otherwise)
 //     "report": string,                    the report.json the cases came from
 //     "iters": integer, "warmup": integer, timed and untimed launches per pass
+//     "kernel_clock": string,              "cupti" when kernel_us was measured, else why not
 //     "device": null | {                   null when no device was opened
 //       "name": string, "l2_bytes": integer (bytes), "sm_count": integer,
 //       "d2d_copy_gbps": number            device-to-device copy, bytes read + written
@@ -19,29 +20,56 @@
 //     },
 //     "results": [{                        one per timed line, in console order
 //       "op": string, "pass": string (lower case, e.g. "forward"), "dtype": string,
+//       "variant": string,                 "" the op's main target, else the variant's name
 //       "shape": [integer],                the timed shape
+//       "params": {string: number},        the case's op parameters (eps, scale, ...)
 //       "case": string,                    the verified case it was timed as
 //       "duplicates": integer,             further passing cases with this op, dtype,
 //                                          shape and parameters (not timed again)
-//       "median_us", "min_us": number (microseconds per launch),
+//       "median_us", "min_us": number (microseconds per launch, CUDA events),
+//       "kernel_us": number | null,        GPU time per launch: the summed durations of the
+//                                          kernels and memsets of the timed launches (CUPTI),
+//                                          / launches; null without CUPTI (kernel_clock)
 //       "bytes": number,                   minimal traffic of one launch (bytes)
 //       "gbps": number,                    bytes / median time / 1e9
 //       "fraction_of_d2d": number,         gbps / d2d_copy_gbps (a ratio, 0.5 = 50 %)
 //       "rows": integer,                   rows of the case (TargetOp::rows)
 //       "latency_bound": boolean,          rows < sm_count: the GB/s measures latency
-//       "scaled_from": null | [integer]    a benchmark shape timed as a copy of the case
+//       "scaled_from": null | [integer],   a benchmark shape timed as a copy of the case
 //                                          verified at this shape (kScaledShapes)
+//       "peer": null | {                   with --peers: the fastest peer of the same
+//                                          semantics at this op, pass, dtype, shape and
+//                                          parameters (null: none in the peers file)
+//         "name": string, "kernel_us": number, "note": string,
+//         "ratio": number,                 numgate's time / the peer's: kernel_us / kernel_us
+//                                          (median_us / kernel_us without CUPTI)
+//         "event_ratio": number,           median_us / the peer's kernel_us
+//         "counted": boolean,              a row of the won / lost count (main target or the
+//                                          variant "fused"; other variants are compared only)
+//         "won": boolean                   ratio <= 1.00 as printed (< 1.005)
+//       }
 //     }],
+//     "peers": null | {                    with --peers
+//       "file": string, "device": string, "won": integer, "lost": integer,
+//       "event_won": integer,              rows won also by the event-timed median
+//       "no_peer": integer                 counted lines without a peer row
+//     },
 //     "skipped": [string]                  the console's lines about cases not timed
 //                                          ("bench <op> <case>: skipped: <why>", and the
 //                                          count of cases below 2^20 elements)
 //   }
 //
 // Non-finite numbers are the strings "nan", "-nan", "inf", "-inf" (as in report.json).
+//
+// The peers file (--peers FILE) is tools/bench_peers.py's JSON (schema_version 1; its file
+// comment documents it): rows of op, pass ("forward", "backward" or "fused"), dtype, shape,
+// params, peer, kernel_us and same_semantics. read_peers() checks every field it uses.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,7 +79,7 @@
 
 namespace numgate::bench {
 
-constexpr int kBenchSchemaVersion = 1;
+constexpr int kBenchSchemaVersion = 2;
 
 struct DeviceInfo {
   std::string name;
@@ -60,9 +88,41 @@ struct DeviceInfo {
   double d2d_gbps = 0;   ///< measured device-to-device copy bandwidth (read + write), GB/s
 };
 
+/// One row of a peers file (tools/bench_peers.py).
+struct PeerRow {
+  std::string op, pass, peer, note;  ///< pass: "forward", "backward" or "fused"
+  DType dtype = DType::fp32;
+  std::vector<std::int64_t> shape;
+  std::map<std::string, double> params;
+  double kernel_us = 0;              ///< GPU time per call (profiler-summed kernel durations)
+  bool same_semantics = true;
+};
+
+struct Peers {
+  std::string file, device;
+  std::vector<PeerRow> rows;
+};
+
+/// Reads a peers file; throws std::runtime_error naming the file, the row and the field
+/// (and what to do) for anything missing or malformed.
+Peers read_peers(const std::string& path);
+
+/// The comparison of one line with its best peer.
+struct PeerMatch {
+  PeerRow best;
+  double ratio = 0;        ///< numgate / peer, by kernel time (event median when no kernel time)
+  double event_ratio = 0;  ///< numgate's event median / peer
+  bool counted = false;    ///< main target, or variant "fused"
+  bool won = false;        ///< ratio < 1.005 (prints as <= 1.00)
+};
+
 /// One timed pass of one case.
 struct Line {
   std::string op, pass, case_name;   ///< pass as TargetPass::name ("Forward")
+  std::string variant;               ///< "" main target
+  std::map<std::string, double> params;  ///< the case's op parameters
+  double kernel_us = -1;             ///< CUPTI GPU time per launch; < 0: not measured
+  std::optional<PeerMatch> peer;     ///< set by compare_with_peers
   DType dtype = DType::fp32;
   std::vector<std::int64_t> shape;   ///< the timed shape
   int duplicates = 0;
@@ -80,12 +140,31 @@ bool latency_bound(const Line& l, const DeviceInfo& d);
 /// The console line for `l`, ending in '\n' ("bench rmsnorm           forward  bf16 [...]  median ...").
 std::string console_line(const Line& l, const DeviceInfo& d);
 
+/// The peers file's pass name for a line: "fused" for the variant "fused", else the
+/// lower-case pass ("forward", "backward").
+std::string peer_pass(const Line& l);
+/// The fastest same-semantics peer row at l's op, peer_pass, dtype, shape and parameters
+/// (every parameter the row names must equal l's), or nothing.
+std::optional<PeerMatch> compare_with_peers(const Line& l, const Peers& peers);
+/// The console line for a compared line, ending in '\n':
+/// "peer rmsnorm forward bf16 [4x512x4096]  numgate 9.10 us (events 11.20)  best peer liger 9.60 us  ratio 0.95  WON"
+std::string peer_line(const Line& l);
+
+struct PeerSummary {
+  int won = 0, lost = 0, event_won = 0, no_peer = 0;
+};
+PeerSummary summarize_peers(const std::vector<Line>& lines);
+/// "peers: 20 of 24 rows won or tied (kernel time, the peers' method), 4 lost; by event-timed median 12 won; 3 lines without a peer"
+std::string peer_summary_line(const PeerSummary& s);
+
 struct Results {
   std::string status = "ok";  ///< "ok", "nothing_to_do" or "error"
   std::string message;
   std::string report;
   int iters = 0, warmup = 0;
+  std::string kernel_clock = "not measured";  ///< "cupti", or why kernel_us is missing
   bool have_device = false;
+  std::optional<Peers> peers;  ///< --peers
   DeviceInfo device;
   std::vector<Line> lines;
   std::vector<std::string> skipped;  ///< console lines without the trailing newline

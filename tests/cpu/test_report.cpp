@@ -776,5 +776,151 @@ TEST(Bench, JsonHasEveryResultField) {
   EXPECT_EQ(k.at("results").at(0).at("fraction_of_d2d"), "inf");
 }
 
+// ---- the peer comparison (numgate-bench --peers, tools/bench_peers.py's JSON) ----------
+
+bool has_substr(const std::string& s, const std::string& sub) { return s.find(sub) != std::string::npos; }
+
+std::string peers_doc(const std::string& rows) {
+  return R"({"schema_version": 1, "device": "NVIDIA H200", "rows": [)" + rows + "]}";
+}
+std::string peer_row(const std::string& peer, const std::string& pass, double us, bool same = true,
+                     const std::string& params = R"({"eps": 1e-06})", const std::string& shape = "[4, 512, 4096]") {
+  return R"({"op": "rmsnorm", "pass": ")" + pass + R"(", "dtype": "bf16", "shape": )" + shape + R"(, "params": )" +
+         params + R"(, "peer": ")" + peer + R"(", "kernel_us": )" + std::to_string(us) +
+         R"(, "same_semantics": )" + (same ? "true" : "false") + R"(, "note": ""})";
+}
+bench::Line rms_line(const std::string& pass, double kernel_us, double median_us, const std::string& variant = "") {
+  bench::Line l;
+  l.op = "rmsnorm";
+  l.pass = pass;
+  l.variant = variant;
+  l.dtype = DType::bf16;
+  l.shape = {4, 512, 4096};
+  l.params = {{"eps", 1e-6}};
+  l.kernel_us = kernel_us;
+  l.median_us = median_us;
+  return l;
+}
+bench::Peers peers_from(const std::string& text) {
+  const std::string path = fresh_dir("peers") + "/peers.json";
+  write_file_atomically(path, text);
+  return bench::read_peers(path);
+}
+
+TEST(BenchPeers, TheFastestPeerOfTheSameSemanticsAtTheSameShapeAndParametersIsChosen) {
+  const bench::Peers p = peers_from(peers_doc(
+      peer_row("torch.compile", "forward", 10.6) + "," + peer_row("liger", "forward", 9.6) + "," +
+      peer_row("liger_unmasked", "forward", 1.0, false) + "," +                      // other semantics: never chosen
+      peer_row("other_eps", "forward", 2.0, true, R"({"eps": 1e-05})") + "," +      // other parameters
+      peer_row("other_shape", "forward", 3.0, true, R"({"eps": 1e-06})", "[1, 8192, 4096]") + "," +
+      peer_row("torch.compile", "backward", 38.1)));
+  ASSERT_EQ(p.rows.size(), 6u);
+  EXPECT_EQ(p.device, "NVIDIA H200");
+  const auto m = bench::compare_with_peers(rms_line("Forward", 9.0, 11.2), p);
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->best.peer, "liger");
+  EXPECT_DOUBLE_EQ(m->ratio, 9.0 / 9.6);
+  EXPECT_DOUBLE_EQ(m->event_ratio, 11.2 / 9.6);
+  EXPECT_TRUE(m->won);
+  EXPECT_TRUE(m->counted);
+  // Slower than the peer: lost; 1.004 prints as 1.00 (a tie, won); 1.006 as 1.01 (lost).
+  EXPECT_FALSE(bench::compare_with_peers(rms_line("Backward", 40.0, 41.0), p)->won);
+  EXPECT_TRUE(bench::compare_with_peers(rms_line("Backward", 38.1 * 1.004, 41.0), p)->won);
+  EXPECT_FALSE(bench::compare_with_peers(rms_line("Backward", 38.1 * 1.006, 41.0), p)->won);
+  // No kernel clock: the event median is compared.
+  EXPECT_DOUBLE_EQ(bench::compare_with_peers(rms_line("Forward", -1, 12.0), p)->ratio, 12.0 / 9.6);
+  // A parameter the peer row names but the line lacks: no match.
+  bench::Line no_eps = rms_line("Forward", 9.0, 11.2);
+  no_eps.params.clear();
+  EXPECT_FALSE(bench::compare_with_peers(no_eps, p).has_value());
+  // Another dtype: no match.
+  bench::Line fp16 = rms_line("Forward", 9.0, 11.2);
+  fp16.dtype = DType::fp16;
+  EXPECT_FALSE(bench::compare_with_peers(fp16, p).has_value());
+}
+
+TEST(BenchPeers, VariantsAreComparedButOnlyTheMainTargetAndFusedAreCounted) {
+  const bench::Peers p = peers_from(peers_doc(peer_row("liger", "forward", 10.0) + "," + peer_row("liger", "backward", 30.0) +
+                                              "," + peer_row("liger", "fused", 100.0)));
+  std::vector<bench::Line> lines = {rms_line("Forward", 9.0, 12.0), rms_line("Backward", 31.0, 33.0),
+                                    rms_line("Forward", 8.0, 9.0, "tune_x"), rms_line("Backward", 90.0, 95.0, "fused")};
+  lines.push_back(rms_line("Forward", 5.0, 5.0));
+  lines.back().shape = {7, 7};  // no peer at this shape
+  for (auto& l : lines) l.peer = bench::compare_with_peers(l, p);
+  EXPECT_EQ(bench::peer_pass(lines[3]), "fused");
+  ASSERT_TRUE(lines[3].peer.has_value());
+  EXPECT_DOUBLE_EQ(lines[3].peer->best.kernel_us, 100.0);
+  EXPECT_FALSE(lines[2].peer->counted);
+  const bench::PeerSummary s = bench::summarize_peers(lines);
+  EXPECT_EQ(s.won, 2);        // forward 9 < 10, fused 90 < 100
+  EXPECT_EQ(s.lost, 1);       // backward 31 > 30
+  EXPECT_EQ(s.event_won, 1);  // fused 95 < 100; forward's events 12 > 10
+  EXPECT_EQ(s.no_peer, 1);
+  EXPECT_EQ(bench::peer_line(lines[0]),
+            "peer rmsnorm           forward  bf16 [4x512x4096]  numgate 9.00 us (events 12.00)  best peer liger 10.00 us  "
+            "ratio 0.90 (events 1.20)  WON\n");
+  EXPECT_EQ(bench::peer_line(lines[2]),
+            "peer rmsnorm           forward [tune_x] bf16 [4x512x4096]  numgate 8.00 us (events 9.00)  best peer liger "
+            "10.00 us  ratio 0.80 (events 0.90)  WON (variant: not counted)\n");
+  EXPECT_EQ(bench::peer_line(lines[4]),
+            "peer rmsnorm           forward  bf16 [7x7]  numgate 5.00 us (events 5.00)  no peer of the same semantics\n");
+  EXPECT_EQ(bench::peer_summary_line(s),
+            "peers: 2 of 3 rows won or tied (kernel time, the peers' method), 1 lost; by event-timed median 1 won; "
+            "1 line(s) without a peer of the same semantics\n");
+
+  // The JSON carries the comparison and the count.
+  bench::Results r;
+  r.have_device = true;
+  r.device = {"NVIDIA H200", 62914560, 132, 4000.0};
+  r.peers = p;
+  r.kernel_clock = "cupti";
+  r.lines = lines;
+  const std::string path = fresh_dir("bench_peers") + "/bench.json";
+  bench::write_json(r, path);
+  const json j = json::parse(slurp(path));
+  EXPECT_EQ(j.at("kernel_clock"), "cupti");
+  EXPECT_EQ(j.at("peers").at("won"), 2);
+  EXPECT_EQ(j.at("peers").at("lost"), 1);
+  EXPECT_EQ(j.at("peers").at("no_peer"), 1);
+  const json& e = j.at("results").at(3);
+  EXPECT_EQ(e.at("variant"), "fused");
+  EXPECT_EQ(e.at("pass"), "backward");
+  EXPECT_EQ(e.at("params").at("eps"), 1e-6);
+  EXPECT_EQ(e.at("kernel_us"), 90.0);
+  EXPECT_EQ(e.at("peer").at("name"), "liger");
+  EXPECT_EQ(e.at("peer").at("won"), true);
+  EXPECT_TRUE(j.at("results").at(4).at("peer").is_null());
+}
+
+TEST(BenchPeers, AMalformedPeersFileIsRefusedNamingTheFileRowAndField) {
+  auto error_of = [](const std::string& text) {
+    try {
+      (void)peers_from(text);
+    } catch (const std::runtime_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_PRED2(has_substr, error_of("{"), "is not JSON");
+  EXPECT_PRED2(has_substr, error_of(R"({"schema_version": 2, "rows": []})"), "'schema_version' must be 1");
+  EXPECT_PRED2(has_substr, error_of(R"({"schema_version": 1})"), "field 'rows'");
+  EXPECT_PRED2(has_substr, error_of(peers_doc(peer_row("liger", "sideways", 1.0))), "rows[0]: field 'pass'");
+  EXPECT_PRED2(has_substr, error_of(peers_doc(peer_row("liger", "forward", 1.0) + "," + peer_row("liger", "forward", -1.0))),
+               "rows[1]: field 'kernel_us' must be a positive number");
+  EXPECT_PRED2(has_substr, error_of(peers_doc(peer_row("liger", "forward", 1.0, true, R"({"eps": "x"})"))),
+               "rows[0]: field 'params.eps' is not a number");
+  EXPECT_PRED2(has_substr, error_of(peers_doc(R"({"op": "rmsnorm"})")), "rows[0]: field 'pass'");
+  const std::string e = error_of(peers_doc(peer_row("liger", "forward", 1.0, true, R"({"eps": 1e-06})", "[-1]")));
+  EXPECT_PRED2(has_substr, e, "peers.json");
+  EXPECT_PRED2(has_substr, e, "tools/bench_peers.py");
+  EXPECT_PRED2(has_substr, e, "field 'shape'");
+  try {
+    (void)bench::read_peers("/nonexistent/peers.json");
+    ADD_FAILURE() << "no error for a missing file";
+  } catch (const std::runtime_error& x) {
+    EXPECT_PRED2(has_substr, std::string(x.what()), "cannot be opened");
+  }
+}
+
 }  // namespace
 }  // namespace numgate
