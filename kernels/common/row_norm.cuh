@@ -1215,8 +1215,9 @@ struct ForwardOptions {
 template <class P, typename T, int K>
 void launch_fwd_cached(const FwdArgs<T>& a, dim3 grid, int threads, bool prew, cudaStream_t stream) {
   // K = 8 with w preloaded needs more than the 64 registers of a 1024-thread block: the
-  // preload is used up to K = 4 only.
-  if constexpr (K <= 4) {
+  // preload is used up to K = 4 only, and only for the one-tensor policies without bias
+  // (it is a tuning candidate of rmsnorm; the residual policy would spill).
+  if constexpr (K <= 4 && !P::kResidual && !P::kBias) {
     if (prew) {
       row_norm_forward_cached_kernel<P, T, K, true><<<grid, threads, 0, stream>>>(a);
       return;
