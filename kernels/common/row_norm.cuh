@@ -94,6 +94,12 @@ struct Policy {
   static constexpr int kSepMaxK = Residual ? 2 : (kMeanVar && sizeof(T) == 8) ? 2 : 4;
   /// Row slots of the cp.async ring (kRingStages - 1 rows in flight per block).
   static constexpr int kRingStages = Residual ? 2 : 3;
+  /// Fused backward: about this many columns over all chunks of a launch (chunks ~
+  /// kFusedChunkCols / hidden; a constant, never queried from the device). 480 x 4096:
+  /// 480 chunks at H = 4096, 384 at 5120. With db the bf16 H = 4096 block needs 80
+  /// registers (3 blocks per SM, not 4): 384 x 4096 keeps a 2048-row launch in one wave
+  /// of a 132-SM H200 (342 chunks of 6 rows).
+  static constexpr int64_t kFusedChunkCols = int64_t(Bias ? 384 : 480) * 4096;
 };
 
 using RmsPolicy = Policy<Stat::kRms, false, false, false>;
@@ -111,8 +117,6 @@ inline constexpr int kFwdTargetThreads = 384;  ///< preferred forward block (K r
 inline constexpr int kBwdTargetThreads = 256;
 inline constexpr int kFusedMaxThreads = 256;  ///< fused backward block limit
 inline constexpr int kFusedMaxK = 4;          ///< fused backward: up to 1024 units per row
-/// Fused backward: ~this many columns over all chunks (480 chunks at H = 4096, 384 at 5120).
-inline constexpr int64_t kFusedChunkCols = int64_t(480) * 4096;
 inline constexpr int kDwTx = 32;  // separate-path stage 1: 32 x 8 threads per tile
 inline constexpr int kDwTy = 8;
 inline constexpr int kDwCols = 2 * kDwTx;  // scalar tile: columns tx and tx + 32
@@ -1169,12 +1173,16 @@ inline int64_t dw_rows_per_chunk(int64_t hidden) {
 inline int64_t dw_chunks(int64_t rows, int64_t hidden) { return ceil_div(rows, dw_rows_per_chunk(hidden)); }
 
 /// Fused-path rows per chunk: about kFusedChunkCols / hidden chunks, each >= 1 row.
-inline int64_t fused_rows_per_chunk(int64_t rows, int64_t hidden) {
-  const int64_t target_chunks = kFusedChunkCols / hidden > 1 ? kFusedChunkCols / hidden : 1;
+template <class P>
+int64_t fused_rows_per_chunk(int64_t rows, int64_t hidden) {
+  const int64_t target_chunks = P::kFusedChunkCols / hidden > 1 ? P::kFusedChunkCols / hidden : 1;
   const int64_t r = ceil_div(rows, target_chunks);
   return r > 1 ? r : 1;
 }
-inline int64_t fused_chunks(int64_t rows, int64_t hidden) { return ceil_div(rows, fused_rows_per_chunk(rows, hidden)); }
+template <class P>
+int64_t fused_chunks(int64_t rows, int64_t hidden) {
+  return ceil_div(rows, fused_rows_per_chunk<P>(rows, hidden));
+}
 
 struct WorkspaceLayout {
   int64_t stats_offset = 0;    ///< from the aligned base
@@ -1188,8 +1196,8 @@ template <class P>
 WorkspaceLayout workspace_layout(int64_t rows, int64_t hidden, int64_t acc_size) {
   WorkspaceLayout l;
   l.partial_offset = round_up(rows * P::kStats * acc_size, kWorkspaceAlign);
-  const int64_t chunks = dw_chunks(rows, hidden) > fused_chunks(rows, hidden) ? dw_chunks(rows, hidden)
-                                                                               : fused_chunks(rows, hidden);
+  const int64_t chunks = dw_chunks(rows, hidden) > fused_chunks<P>(rows, hidden) ? dw_chunks(rows, hidden)
+                                                                                  : fused_chunks<P>(rows, hidden);
   l.bytes = l.partial_offset + P::kParts * chunks * hidden * acc_size;
   return l;
 }
@@ -1316,8 +1324,8 @@ cudaError_t launch_backward(BwdArgs<T> a, T* dw, T* db, void* workspace, bool at
   // Fused path: every row has x's 16-byte phase and fits a block of <= 256 threads.
   const CachedConfig fcfg = pick_cached_config(units, kFusedMaxK, kBwdTargetThreads);
   if (hidden % V == 0 && fcfg.k != 0 && fcfg.threads <= kFusedMaxThreads) {
-    a.rows_per_chunk = fused_rows_per_chunk(rows, hidden);
-    a.chunks = fused_chunks(rows, hidden);
+    a.rows_per_chunk = fused_rows_per_chunk<P>(rows, hidden);
+    a.chunks = fused_chunks<P>(rows, hidden);
     const dim3 grid(static_cast<unsigned>(a.chunks));
     cudaError_t err = cudaSuccess;
     const bool ring = aligned16(a.x) && aligned16(a.dy) && (!P::kResidual || aligned16(a.res));
