@@ -64,9 +64,12 @@ with add_rn). Everything but the policy is rmsnorm's design (rmsnorm_kernels.cu)
   in 32x8 column tiles: thread row ty sums rows ty, ty+8, ... ascending, then the 8
   thread rows in order 0..7. stage 2: a fixed-order sum over chunks (32x32 block), T.
 
-  Reduction order of dw: since the move to the skeleton, fused-path shapes sum each
-  chunk's rows sequentially in row order instead of the separate path's 64-row chunks in
-  8 row lanes; a different fixed order, within the contract above.
+  Reduction order: since the move to the skeleton, fused-path shapes sum each chunk's
+  dw rows sequentially in row order instead of the separate path's 64-row chunks in 8
+  row lanes; and their backward rows of 513..1024 units (e.g. bf16 H = 5120) now run in
+  blocks of <= 256 threads with K = 4 instead of K = 2 with up to 512 threads, so the
+  block reduction tree of their row sums changed too. Fixed orders, within the contract
+  above; rows of other lengths keep their block shapes.
 
   The block shape of a row depends only on H, the dtype and x's 16-byte phase: a row
   launched alone gives bitwise the row of the batched launch.
