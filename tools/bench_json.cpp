@@ -95,6 +95,9 @@ Peers read_peers(const std::string& path) {
   return p;
 }
 
+/// A line of the won / lost count: the main target, or cross-entropy's fused entry.
+static bool counted(const Line& l) { return l.variant.empty() || l.variant == "fused"; }
+
 std::string peer_pass(const Line& l) { return l.variant == "fused" ? "fused" : lower(l.pass); }
 
 std::optional<PeerMatch> compare_with_peers(const Line& l, const Peers& peers) {
@@ -115,7 +118,7 @@ std::optional<PeerMatch> compare_with_peers(const Line& l, const Peers& peers) {
   const double mine = l.kernel_us > 0 ? l.kernel_us : l.median_us;
   m.ratio = mine / best->kernel_us;
   m.event_ratio = l.median_us / best->kernel_us;
-  m.counted = l.variant.empty() || l.variant == "fused";
+  m.counted = counted(l);
   m.won = m.ratio < 1.005;
   return m;
 }
@@ -136,8 +139,7 @@ std::string peer_line(const Line& l) {
 PeerSummary summarize_peers(const std::vector<Line>& lines) {
   PeerSummary s;
   for (const Line& l : lines) {
-    const bool counted = l.variant.empty() || l.variant == "fused";
-    if (!counted) continue;
+    if (!counted(l)) continue;
     if (!l.peer) {
       ++s.no_peer;
       continue;
