@@ -124,10 +124,10 @@ namespace detail {
 /// Launch configuration of the row kernels (tuning candidates only; not part of the API):
 /// blocks per SM of the forward (0: one block per row) and of the backward / fused.
 struct Tune {
-  int fwd_blocks_per_sm = 0;
+  int fwd_blocks_per_sm = 1;
   int bwd_blocks_per_sm = 1;
-  int fwd_batch = 8;       ///< bf16 / fp16 forward: units in flight per thread (8 or 4)
-  int bwd_grad_batch = 4;  ///< bf16 / fp16 gradient sweep: units in flight per thread (4 or 2)
+  long long fwd_prefetch_bytes = 1LL << 40;  ///< of the next row into L2 (default: all of it)
+  long long bwd_prefetch_bytes = 96 << 10;   ///< of the next row into L2 at the gradient sweep
 };
 Tune& tune();
 }  // namespace detail

@@ -87,13 +87,13 @@ constexpr int kThreads = 1024;
 /// Threads of the single-block count and loss-reduction kernels.
 constexpr int kSmallThreads = 512;
 
-/// Units (16-byte loads) each thread has in flight: the forward's statistics sweep, and the
-/// backward's two sweeps (its registers, 64 per thread at 1024 threads, also hold the
-/// row's constants and d / out).
+/// Units (16-byte loads) each thread has in flight in a statistics sweep and in the gradient
+/// sweep (64 registers per thread at 1024 threads hold them, the row's constants and d / out;
+/// more would spill; the sweeps mostly read L2, see prefetch_row).
 template <typename T>
-inline constexpr int kBatch = sizeof(T) == 2 ? 8 : 4;
+inline constexpr int kBatch = 4;
 template <typename T>
-inline constexpr int kGradBatch = sizeof(T) == 2 ? 4 : 2;
+inline constexpr int kGradBatch = 2;
 
 /// bf16 / fp16 logits: FP32 statistics with ex2.approx terms. float / double: FP64.
 template <typename T>
@@ -365,15 +365,43 @@ __device__ __forceinline__ void write_row_loss(const RowLoss<acc_t<T>>& o, std::
   else ws_ce[r] = o.ce;
 }
 
+/// Asks L2 for the first `max_bytes` of a row (its 16-byte-aligned interior: never a byte
+/// outside the row), in bulk prefetches of at most 64 KiB issued by the calling thread
+/// (Hopper's cp.async.bulk.prefetch.L2; nothing on older GPUs). A hint: no result, no effect
+/// on any value computed.
+template <typename T>
+__device__ __forceinline__ void prefetch_row(const T* row, int V, long long max_bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const auto a = static_cast<std::uintptr_t>(__cvta_generic_to_global(row));
+  const std::uintptr_t lo = (a + 15u) & ~std::uintptr_t{15u};
+  std::uintptr_t hi = (a + static_cast<std::uintptr_t>(V) * sizeof(T)) & ~std::uintptr_t{15u};
+  if (max_bytes <= 0 || hi <= lo) return;
+  if (hi - lo > static_cast<std::uintptr_t>(max_bytes)) hi = lo + (static_cast<std::uintptr_t>(max_bytes) & ~std::uintptr_t{15u});
+  for (std::uintptr_t p = lo; p < hi; p += 65536u) {
+    const std::uint32_t n = static_cast<std::uint32_t>(hi - p < 65536u ? hi - p : 65536u);
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(n) : "memory");
+  }
+#else
+  (void)row, (void)V, (void)max_bytes;
+#endif
+}
+
+/// Forward: rows r = blockIdx.x, blockIdx.x + gridDim.x, ...; thread 0 prefetches the first
+/// pf_bytes of the block's next row into L2 while the block sweeps this one (and, first, of
+/// its first row), so the sweeps read L2 and DRAM streams without a gap at row ends.
 template <typename T, bool CAP, bool SMOOTH, int NB>
 __global__ void __launch_bounds__(kThreads, 1)
     forward_rows(const T* __restrict__ logits, const unsigned char* __restrict__ targets, T* __restrict__ loss,
                  T* __restrict__ lse_out, acc_t<T>* __restrict__ ws_ce, std::int64_t tokens, int V,
-                 std::int64_t row_offset, Coef<acc_t<T>> k) {
+                 std::int64_t row_offset, Coef<acc_t<T>> k, long long pf_bytes) {
   using A = acc_t<T>;
   for (std::int64_t r = blockIdx.x; r < tokens; r += gridDim.x) {
     const std::int64_t t = row_offset + r;
     const T* xr = logits + r * static_cast<std::int64_t>(V);
+    if (threadIdx.x == 0) {
+      if (r == blockIdx.x) prefetch_row(xr, V, pf_bytes);
+      if (r + gridDim.x < tokens) prefetch_row(xr + gridDim.x * static_cast<std::int64_t>(V), V, pf_bytes);
+    }
     const std::int64_t y = load_target(targets, t);
     const bool kept = y != k.ignore;
     const RowStats<A> st = row_stats<T, CAP, SMOOTH, NB>(xr, V, kept ? y : -1, k.cf);
@@ -418,19 +446,31 @@ __device__ __forceinline__ void store_grad(T* row, int lo, int n, bool vector_ok
   else store_unit(row, lo, n, false, u);
 }
 
+/// load_unit for the row's last read (ld.global.cs when one 16-byte load).
+template <typename T>
+__device__ __forceinline__ Unit<T> load_last(const T* row, int lo, int n, bool vector_ok) {
+  if (!vector_ok) return load_unit(row, lo, n, false);
+  const uint4 q = __ldcs(reinterpret_cast<const uint4*>(row + lo));
+  return Unit<T>{{q.x, q.y, q.z, q.w}};
+}
+
 /// Backward (FUSED false) or fused forward + backward (FUSED true): rows r = blockIdx.x,
 /// blockIdx.x + gridDim.x, ...; the result of a row does not depend on the grid size.
+/// Thread 0 prefetches the first pf_bytes of the block's next row into L2 when the gradient
+/// sweep starts (the gradient sweep reads L2 and writes DRAM; meanwhile DRAM reads ahead).
+/// The gradient sweep's loads are the row's last use (ld.global.cs: evicted first).
 template <typename T, bool CAP, bool SMOOTH, bool FUSED, int NBS, int NB>
 __global__ void __launch_bounds__(kThreads, 1)
     backward_rows(const T* __restrict__ logits, const unsigned char* __restrict__ targets, const T* __restrict__ dloss,
                   T* __restrict__ dlogits, const long long* __restrict__ count, std::int64_t tokens, int V,
                   std::int64_t row_offset, Coef<acc_t<T>> k, T* __restrict__ loss, T* __restrict__ lse_out,
-                  acc_t<T>* __restrict__ ws_ce) {
+                  acc_t<T>* __restrict__ ws_ce, long long pf_bytes) {
   using A = acc_t<T>;
   constexpr int VEC = kVec<T>;
   for (std::int64_t r = blockIdx.x; r < tokens; r += gridDim.x) {
     const std::int64_t t = row_offset + r;
     const T* xr = logits + r * static_cast<std::int64_t>(V);
+    if (threadIdx.x == 0 && r == blockIdx.x) prefetch_row(xr, V, pf_bytes);
     T* dr = dlogits + r * static_cast<std::int64_t>(V);
     const std::int64_t y = load_target(targets, t);
     const int shift = grid_shift(xr);
@@ -450,6 +490,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       if constexpr (FUSED)
         if (threadIdx.x == 0) write_row_loss<T>(row_loss(st, kept, k), r, t, k, loss, lse_out, ws_ce);
     }
+    if (threadIdx.x == 0 && r + gridDim.x < tokens)
+      prefetch_row(xr + gridDim.x * static_cast<std::int64_t>(V), V, pf_bytes);
     if (zero) {  // ignored token (or mean over no kept token): exact zeros, logits not read for them
       A z[VEC];
 #pragma unroll
@@ -477,7 +519,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int b = 0; b < NB; ++b) {
         const int u = u0 + b * kThreads, lo = u * VEC - shift;
-        if (u < nunits) ux[b] = load_unit(xr, lo, V, unit_is_full<T>(lo, V));
+        if (u < nunits) ux[b] = load_last(xr, lo, V, unit_is_full<T>(lo, V));
       }
 #pragma unroll
       for (int b = 0; b < NB; ++b) {
@@ -594,12 +636,9 @@ void launch_rows(std::int64_t grid, cudaStream_t stream, const T* logits, const 
                  T* dlogits, const long long* count, std::int64_t tokens, int V, std::int64_t row_offset,
                  const Coef<acc_t<T>>& k, T* loss, T* lse, acc_t<T>* ws_ce) {
   const dim3 g(static_cast<unsigned>(grid)), b(kThreads);
-  if (kFast<T> && detail::tune().bwd_grad_batch == 2)
-    backward_rows<T, CAP, SMOOTH, FUSED, kGradBatch<T>, 2>
-        <<<g, b, 0, stream>>>(logits, tg, dloss, dlogits, count, tokens, V, row_offset, k, loss, lse, ws_ce);
-  else
-    backward_rows<T, CAP, SMOOTH, FUSED, kGradBatch<T>, kGradBatch<T>>
-        <<<g, b, 0, stream>>>(logits, tg, dloss, dlogits, count, tokens, V, row_offset, k, loss, lse, ws_ce);
+  const long long pf = detail::tune().bwd_prefetch_bytes;
+  backward_rows<T, CAP, SMOOTH, FUSED, kBatch<T>, kGradBatch<T>>
+      <<<g, b, 0, stream>>>(logits, tg, dloss, dlogits, count, tokens, V, row_offset, k, loss, lse, ws_ce, pf);
 }
 }  // namespace
 
@@ -627,12 +666,9 @@ cudaError_t forward(const T* logits, const std::int64_t* targets, T* loss, T* ls
     const std::int64_t grid = per_sm > 0 ? row_grid(sms, per_sm, tokens) : tokens;
     by_flags(p, [&](auto cap, auto smooth) {
       constexpr bool C = decltype(cap)::value, M = decltype(smooth)::value;
-      if (kFast<T> && detail::tune().fwd_batch == 4)
-        forward_rows<T, C, M, 4><<<static_cast<unsigned>(grid), kThreads, 0, stream>>>(
-            logits, tg, loss, lse, ws_ce, tokens, static_cast<int>(vocab), row_offset, k);
-      else
-        forward_rows<T, C, M, kBatch<T>><<<static_cast<unsigned>(grid), kThreads, 0, stream>>>(
-            logits, tg, loss, lse, ws_ce, tokens, static_cast<int>(vocab), row_offset, k);
+      const long long pf = detail::tune().fwd_prefetch_bytes;
+      forward_rows<T, C, M, kBatch<T>><<<static_cast<unsigned>(grid), kThreads, 0, stream>>>(
+            logits, tg, loss, lse, ws_ce, tokens, static_cast<int>(vocab), row_offset, k, pf);
       return cudaSuccess;
     });
   }

@@ -148,8 +148,8 @@ TargetOp make_fused_target() {
 NUMGATE_REGISTER_TARGETS(cross_entropy) {
   add(numgate::cross_entropy::make_target());
   add(numgate::cross_entropy::make_fused_target());
-  // tuning candidates: forward persistent (one block per SM); forward with 4 units in
-  // flight per thread and the fused gradient sweep with 2
-  add(numgate::cross_entropy::make_tune_target("tune_p1", {1, 1, 8, 4}));
-  add(numgate::cross_entropy::make_tune_target("tune_b", {0, 1, 4, 2}));
+  // tuning candidates: forward without prefetch, fused prefetching the whole next row;
+  // forward prefetching half the next row, fused without prefetch
+  add(numgate::cross_entropy::make_tune_target("tune_pw", {1, 1, 0, 1LL << 40}));
+  add(numgate::cross_entropy::make_tune_target("tune_p0", {1, 1, 150 << 10, 0}));
 }
