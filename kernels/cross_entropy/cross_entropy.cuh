@@ -49,13 +49,14 @@
 // by element otherwise. No in-place.
 //
 // Launch shape: every pass processes a row with one block of 1024 threads (so a row's
-// reduction tree is the same in the forward, the backward and the fused entry), the grid
-// looping over the rows; each thread keeps eight (bf16/fp16; fp32/double four) 16-byte
-// loads in flight. Forward: one read of each row (online logsumexp). Backward and fused:
-// one block per SM, a statistics sweep and a gradient sweep per row; with one row per SM in
-// flight the gradient sweep reads the row from L2 and the logits cross DRAM once (vocab
-// 151,936 bf16: 132 x 297 KiB of rows on an H200; rows much longer than L2 / SMs re-read
-// partly from DRAM). Forward and fused with mean / sum add one single-block reduce kernel,
+// reduction tree is the same in the forward, the backward and the fused entry); grids of
+// one block per SM loop over the rows; each thread keeps four 16-byte loads in flight in a
+// statistics sweep, two in the gradient sweep. Forward: one read of each row (online
+// logsumexp). Backward and fused: a statistics sweep and a gradient sweep per row; with one
+// row per SM in flight the gradient sweep reads the row from L2 and the logits cross DRAM
+// once (vocab 151,936 bf16: 132 x 297 KiB of rows on an H200; rows much longer than
+// L2 / SMs re-read partly from DRAM); the first 96 KiB of a block's next row are prefetched
+// into L2 (sm_90) when its gradient sweep starts. Forward and fused with mean / sum add one single-block reduce kernel,
 // and mean a single-block count kernel (forward, backward and fused). Limits: 0 <= tokens
 // <= 2^31 - 1, 1 <= vocab <= 2^30, row_offset >= 0,
 // row_offset + tokens <= total_tokens; reduction in {0, 1, 2}; eps in [0, 1]; z_loss >= 0;
@@ -119,18 +120,6 @@ cudaError_t forward_backward(const T* logits, const std::int64_t* targets, const
                              T* dlogits, std::int64_t tokens, std::int64_t vocab, const Params& p,
                              std::int64_t row_offset, std::int64_t total_tokens, void* workspace,
                              std::size_t workspace_bytes, cudaStream_t stream);
-
-namespace detail {
-/// Launch configuration of the row kernels (tuning candidates only; not part of the API):
-/// blocks per SM of the forward (0: one block per row) and of the backward / fused.
-struct Tune {
-  int fwd_blocks_per_sm = 1;
-  int bwd_blocks_per_sm = 1;
-  long long fwd_prefetch_bytes = 1LL << 40;  ///< of the next row into L2 (default: all of it)
-  long long bwd_prefetch_bytes = 96 << 10;   ///< of the next row into L2 at the gradient sweep
-};
-Tune& tune();
-}  // namespace detail
 
 #define NUMGATE_CE_EXTERN(T)                                                                                     \
   extern template cudaError_t forward<T>(const T*, const std::int64_t*, T*, T*, std::int64_t, std::int64_t,     \

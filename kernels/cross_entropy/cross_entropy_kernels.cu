@@ -8,12 +8,14 @@ Design.
   Every pass processes a row (token) with one block of kThreads = 1024 threads, so the
   row's reduction tree is the same in the forward, the backward and the fused kernel (the
   fused entry's loss and lse are bitwise the forward's, its dlogits bitwise the
-  backward's). The grid loops over the rows (r = blockIdx.x, blockIdx.x + gridDim.x, ...);
-  a row's result depends on nothing but the row, so it does not depend on the grid size.
-  The row of logits is viewed on the virtual 16-byte grid of common/cuda_utils.cuh (shift
-  = (p % 16) / sizeof(T)); thread t owns units t, t + 1024, ... (bf16/fp16 8, fp32 4,
-  double 2 elements per unit) and loads kBatch<T> of them before using any (bf16/fp16 8,
-  i.e. 128 bytes per thread in flight).
+  backward's). Grids hold one block per SM and loop over the rows (r = blockIdx.x,
+  blockIdx.x + gridDim.x, ...: every SM gets the same share); a row's result depends on
+  nothing but the row, so it does not depend on the grid size. The row of logits is viewed
+  on the virtual 16-byte grid of common/cuda_utils.cuh (shift = (p % 16) / sizeof(T));
+  thread t owns units t, t + 1024, ... (bf16/fp16 8, fp32 4, double 2 elements per unit)
+  and loads kBatch = 4 of them (statistics sweep) or kGradBatch = 2 (gradient sweep)
+  before using any: at 1024 threads a thread has 64 registers, and more units in flight
+  spill.
 
   Soft cap and label smoothing are compile-time specialisations (the common case has
   neither: no per-element test); the z-loss factor multiplies p always (it is exactly 1
@@ -27,7 +29,7 @@ Design.
       2^(RN(RN(s - m) * log2 e)) by ex2.approx.ftz (relative error <= ~2^-22 for the terms
       that matter, |s - m| < 20: a few FP32 ulp, 2^-13 of the output's bf16/fp16
       rounding). A -inf logit's term is +0; while a thread's m is -inf its base is 0, so a
-      NaN logit still makes S NaN.
+      NaN logit still makes S NaN. About 6 instructions per element.
     float / double logits: m in acc, S and sum_s in FP64, exp in FP64, element by element
       (the FP32 outputs' threshold is a few FP32 ulps).
   Threads are combined by a shuffle-xor butterfly (warp), then over the 32 warps by a
@@ -35,18 +37,36 @@ Design.
   m = max(a.m, b.m), S = a.S exp(a.m - m) + b.S exp(b.m - m) (a zero S contributes 0;
   accurate expf / FP64 exp), sum_s = a + b; so the tree depends on kThreads only.
 
-  forward (grid: see forward()): thread 0 forms lse and ce (acc, the reference's
-    operations) and writes lse and, for none, loss; for mean / sum it writes ce into the
-    workspace and a single-block kernel sums the launched rows in a fixed order, divided by
-    n (mean; count kernel over targets[0, total_tokens); n = 0 gives 0).
-  backward (grid: one block per SM): the statistics sweep, then a gradient sweep writing
-    dlogits (streaming stores); with one row per SM in flight (132 x 297 KiB at vocab
-    151,936 bf16, within the H200's L2) the second read of the row is an L2 hit, so DRAM
-    sees the logits once. Ignored tokens, and mean with n = 0, write exact zeros without
-    reading the logits.
-  fused (forward_backward; grid as the backward): per row the forward's statistics sweep
-    and epilogue (lse, ce), then the backward's gradient sweep (ignored tokens: zeros);
-    the count kernel before and the loss reduction after, as the forward's.
+  forward (forward_rows): thread 0 forms lse and ce (acc, the reference's operations) and
+    writes lse and, for none, loss; for mean / sum it writes ce into the workspace and a
+    single-block kernel sums the launched rows in a fixed order, divided by n (mean; count
+    kernel over targets[0, total_tokens); n = 0 gives 0).
+  backward (backward_rows, FUSED false): the statistics sweep, then a gradient sweep
+    writing dlogits with streaming stores (st.global.cs) from loads marked as the row's last
+    use (ld.global.cs); with one row per SM in flight (132 x 297 KiB at vocab 151,936 bf16,
+    within the H200's 60 MiB L2) the second read of the row is an L2 hit, so DRAM sees the
+    logits once. When the gradient sweep starts, thread 0 asks L2 for the first 96 KiB of
+    the block's next row (cp.async.bulk.prefetch.L2). Ignored tokens, and mean with n = 0,
+    write exact zeros without reading the logits.
+  fused (backward_rows, FUSED true; forward_backward): per row the statistics sweep and the
+    forward's epilogue (lse, ce), then the backward's gradient sweep (ignored tokens:
+    zeros); the count kernel before and the loss reduction after, as the forward's.
+
+Performance (H200, 8192 x 151,936 bf16, mean: numgate-bench's kernel clock, the GPU time
+per call of every kernel a call launches; D2D copy 4271 GB/s read + write; measured with
+the configuration committed here). Minimal bytes = the inputs read once + the outputs
+written once.
+  forward: 2.49 GB (logits; targets, loss, lse ~0.1 MB); 840 us kernel clock = 2.96 TB/s,
+    69% of copy. Limit (not profiled): per SM one block with 64 KiB of loads in flight,
+    synchronous per batch, and a block reduction at every row end with no loads in flight;
+    deeper batches spill at 1024 threads, and an L2 bulk prefetch of the next row made it
+    slower (988-1086 us).
+  backward: 4.98 GB (logits read once, dlogits written once); 1814 us = 2.75 TB/s, 64% of
+    copy. fused: the same 4.98 GB (+ lse, loss); 1774 us = 2.81 TB/s, 66% of copy. Limit
+    (not profiled): the two sweeps per row run back to back in each SM's single block
+    (the statistics sweep reads DRAM at one block's memory-level parallelism, the gradient
+    sweep is L2-read + DRAM-write with 2 units in flight per thread); prefetching the whole
+    next row instead of 96 KiB overflows L2 (fused 2041 us), none gives 1781 us.
 */
 
 #include "cross_entropy/cross_entropy.cuh"
@@ -369,6 +389,7 @@ __device__ __forceinline__ void write_row_loss(const RowLoss<acc_t<T>>& o, std::
 /// outside the row), in bulk prefetches of at most 64 KiB issued by the calling thread
 /// (Hopper's cp.async.bulk.prefetch.L2; nothing on older GPUs). A hint: no result, no effect
 /// on any value computed.
+constexpr long long kBwdPrefetchBytes = 96 << 10;
 template <typename T>
 __device__ __forceinline__ void prefetch_row(const T* row, int V, long long max_bytes) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -386,22 +407,16 @@ __device__ __forceinline__ void prefetch_row(const T* row, int V, long long max_
 #endif
 }
 
-/// Forward: rows r = blockIdx.x, blockIdx.x + gridDim.x, ...; thread 0 prefetches the first
-/// pf_bytes of the block's next row into L2 while the block sweeps this one (and, first, of
-/// its first row), so the sweeps read L2 and DRAM streams without a gap at row ends.
+/// Forward: rows r = blockIdx.x, blockIdx.x + gridDim.x, ...
 template <typename T, bool CAP, bool SMOOTH, int NB>
 __global__ void __launch_bounds__(kThreads, 1)
     forward_rows(const T* __restrict__ logits, const unsigned char* __restrict__ targets, T* __restrict__ loss,
                  T* __restrict__ lse_out, acc_t<T>* __restrict__ ws_ce, std::int64_t tokens, int V,
-                 std::int64_t row_offset, Coef<acc_t<T>> k, long long pf_bytes) {
+                 std::int64_t row_offset, Coef<acc_t<T>> k) {
   using A = acc_t<T>;
   for (std::int64_t r = blockIdx.x; r < tokens; r += gridDim.x) {
     const std::int64_t t = row_offset + r;
     const T* xr = logits + r * static_cast<std::int64_t>(V);
-    if (threadIdx.x == 0) {
-      if (r == blockIdx.x) prefetch_row(xr, V, pf_bytes);
-      if (r + gridDim.x < tokens) prefetch_row(xr + gridDim.x * static_cast<std::int64_t>(V), V, pf_bytes);
-    }
     const std::int64_t y = load_target(targets, t);
     const bool kept = y != k.ignore;
     const RowStats<A> st = row_stats<T, CAP, SMOOTH, NB>(xr, V, kept ? y : -1, k.cf);
@@ -622,23 +637,15 @@ std::int64_t row_grid(int sms, int per_sm, std::int64_t tokens) {
 
 }  // namespace
 
-namespace detail {
-Tune& tune() {
-  static Tune t;
-  return t;
-}
-}  // namespace detail
-
 namespace {
-/// backward_rows with the batch sizes of detail::tune() (bf16 / fp16 only).
+/// Launches backward_rows (FUSED: the fused kernel).
 template <typename T, bool CAP, bool SMOOTH, bool FUSED>
 void launch_rows(std::int64_t grid, cudaStream_t stream, const T* logits, const unsigned char* tg, const T* dloss,
                  T* dlogits, const long long* count, std::int64_t tokens, int V, std::int64_t row_offset,
                  const Coef<acc_t<T>>& k, T* loss, T* lse, acc_t<T>* ws_ce) {
   const dim3 g(static_cast<unsigned>(grid)), b(kThreads);
-  const long long pf = detail::tune().bwd_prefetch_bytes;
-  backward_rows<T, CAP, SMOOTH, FUSED, kBatch<T>, kGradBatch<T>>
-      <<<g, b, 0, stream>>>(logits, tg, dloss, dlogits, count, tokens, V, row_offset, k, loss, lse, ws_ce, pf);
+  backward_rows<T, CAP, SMOOTH, FUSED, kBatch<T>, kGradBatch<T>><<<g, b, 0, stream>>>(
+      logits, tg, dloss, dlogits, count, tokens, V, row_offset, k, loss, lse, ws_ce, kBwdPrefetchBytes);
 }
 }  // namespace
 
@@ -662,13 +669,11 @@ cudaError_t forward(const T* logits, const std::int64_t* targets, T* loss, T* ls
   if (const cudaError_t e = sm_count(&sms); e != cudaSuccess) return e;
   if (p.reduction == 1) count_kept<<<1, kSmallThreads, 0, stream>>>(tg, total_tokens, k.ignore, count);
   if (tokens > 0) {
-    const int per_sm = detail::tune().fwd_blocks_per_sm;
-    const std::int64_t grid = per_sm > 0 ? row_grid(sms, per_sm, tokens) : tokens;
+    const std::int64_t grid = row_grid(sms, 1, tokens);
     by_flags(p, [&](auto cap, auto smooth) {
       constexpr bool C = decltype(cap)::value, M = decltype(smooth)::value;
-      const long long pf = detail::tune().fwd_prefetch_bytes;
       forward_rows<T, C, M, kBatch<T>><<<static_cast<unsigned>(grid), kThreads, 0, stream>>>(
-            logits, tg, loss, lse, ws_ce, tokens, static_cast<int>(vocab), row_offset, k, pf);
+          logits, tg, loss, lse, ws_ce, tokens, static_cast<int>(vocab), row_offset, k);
       return cudaSuccess;
     });
   }
@@ -693,7 +698,7 @@ cudaError_t backward(const T* logits, const std::int64_t* targets, const T* dlos
   int sms = 0;
   if (const cudaError_t e = sm_count(&sms); e != cudaSuccess) return e;
   if (p.reduction == 1) count_kept<<<1, kSmallThreads, 0, stream>>>(tg, total_tokens, k.ignore, count);
-  const std::int64_t grid = row_grid(sms, detail::tune().bwd_blocks_per_sm, tokens);
+  const std::int64_t grid = row_grid(sms, 1, tokens);
   by_flags(p, [&](auto cap, auto smooth) {
     launch_rows<T, decltype(cap)::value, decltype(smooth)::value, false>(
         grid, stream, logits, tg, dloss, dlogits, count, tokens, static_cast<int>(vocab), row_offset, k, nullptr,
@@ -724,7 +729,7 @@ cudaError_t forward_backward(const T* logits, const std::int64_t* targets, const
   if (const cudaError_t e = sm_count(&sms); e != cudaSuccess) return e;
   if (p.reduction == 1) count_kept<<<1, kSmallThreads, 0, stream>>>(tg, total_tokens, k.ignore, count);
   if (tokens > 0) {
-    const std::int64_t grid = row_grid(sms, detail::tune().bwd_blocks_per_sm, tokens);
+    const std::int64_t grid = row_grid(sms, 1, tokens);
     by_flags(p, [&](auto cap, auto smooth) {
       launch_rows<T, decltype(cap)::value, decltype(smooth)::value, true>(
           grid, stream, logits, tg, dloss, dlogits, count, tokens, static_cast<int>(vocab), row_offset, k, loss, lse,

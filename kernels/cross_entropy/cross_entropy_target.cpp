@@ -110,26 +110,6 @@ cudaError_t launch_fused(const Launch& l) {
   });
 }
 
-/// Tuning candidates (launch configuration only; numerics identical): delete with the variants.
-template <class F>
-cudaError_t with_tune(const detail::Tune& c, F&& f) {
-  detail::Tune& t = detail::tune();
-  const detail::Tune saved = t;
-  t = c;
-  const cudaError_t e = f();
-  t = saved;
-  return e;
-}
-/// Forward and the fused Backward under the launch configuration `c`.
-TargetOp make_tune_target(const char* name, detail::Tune c) {
-  TargetOp t{"cross_entropy",
-             {{"Forward", ws_of, [c](const Launch& l) { return with_tune(c, [&] { return launch_forward(l); }); }},
-              {"Backward", fused_ws_of, [c](const Launch& l) { return with_tune(c, [&] { return launch_fused(l); }); }}},
-             {}};
-  t.variant = name;
-  return t;
-}
-
 }  // namespace
 
 TargetOp make_target() {
@@ -148,8 +128,4 @@ TargetOp make_fused_target() {
 NUMGATE_REGISTER_TARGETS(cross_entropy) {
   add(numgate::cross_entropy::make_target());
   add(numgate::cross_entropy::make_fused_target());
-  // tuning candidates: forward without prefetch, fused prefetching the whole next row;
-  // forward prefetching half the next row, fused without prefetch
-  add(numgate::cross_entropy::make_tune_target("tune_pw", {1, 1, 0, 1LL << 40}));
-  add(numgate::cross_entropy::make_tune_target("tune_p0", {1, 1, 150 << 10, 0}));
 }
