@@ -399,10 +399,9 @@ struct Trainer::Impl {
       numgate::cross_entropy::Params p;
       p.ignore_index = kIgnoreIndex;
       p.reduction = 1;  // mean
-      LAUNCH_CHECK(numgate::cross_entropy::forward<float>(logits, targets_target, loss, lse, N, V, p, 0, N, ce_ws,
-                                                          ce_ws_bytes, stream));
-      LAUNCH_CHECK(numgate::cross_entropy::backward<float>(logits, targets_target, dloss, dlogits, N, V, p, 0, N, ce_ws,
-                                                           ce_ws_bytes, stream));
+      // The fused entry (dloss = 1 is known in advance): bitwise forward() + backward().
+      LAUNCH_CHECK(numgate::cross_entropy::forward_backward<float>(logits, targets_target, dloss, loss, lse, dlogits, N,
+                                                                   V, p, 0, N, ce_ws, ce_ws_bytes, stream));
     } else {
       ref_cross_entropy(logits, targets_dev, loss, dlogits, ref_ws, N, V, stream);
     }

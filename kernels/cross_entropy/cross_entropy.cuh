@@ -15,22 +15,26 @@
 // sum, a slice's "loss" is the reduction over the launched rows only (divided by the
 // batch's n for mean).
 //
-// Numerics: acc = FP32 (the reference policy; FP64 for the double instantiation) except
-// the exponential sum, which is more accurate than the reference's: per thread an online
-// (max, sum) over the thread's units with the sum and its rescalings exp(m_old - m_new) in
-// FP64; threads combined by a fixed butterfly (warp, then block) of the same (m, S) rule;
-// the smoothing sum sum_j s_j in FP64 likewise; log S in FP64, rounded once to acc. The
-// per-element transcendentals depend on the logits' dtype: bf16 / fp16 use CUDA's FP32
-// expf and tanhf (<= 2 FP32 ulp, 2^-13 of the output's rounding; per unit of 8 logits the
-// terms expf(s - m) and the values s are summed in FP32 and each unit total is added to
-// the FP64 accumulators, and p = expf(s - m) * RN_fp32(1 / S)); float evaluates exp and
-// tanh in FP64 and rounds once (p = RN_fp32(e / S) with e in FP64: the FP32 outputs'
-// threshold is a few FP32 ulps, and the reference's libm tanhf is within ~0.5 ulp where
-// 1 / (1 - tanh^2) amplifies a 2-ulp tanhf in the derivative); double is FP64 throughout.
-// All listed acc operations are single IEEE operations (no FMA contraction: mul_rn...).
-// The token reduction (mean, sum) is a second single-block kernel summing the per-token
-// losses in a fixed tree (per-thread sequential, then block_sum); the count n is an
-// integer sum (order-free).
+// Numerics: acc = FP32 (the reference policy; FP64 for the double instantiation). The
+// exponential sum S and the smoothing sum sum_j s_j depend on the logits' dtype:
+//   bf16 / fp16: FP32, as the reference's (whose sums run sequentially over the whole
+//     vocabulary): per thread an online (max, sum) over the thread's units (~V / 1024
+//     elements each), the terms 2^(RN(RN(s - m) * log2 e)) by the SFU's ex2.approx (relative
+//     error <= ~2^-22 where |s - m| < 20: a few FP32 ulp, 2^-13 of the output's rounding;
+//     smaller terms add below S's rounding), a rescale S * expf(m_old - m_new) (CUDA expf,
+//     <= 2 ulp) when the running max grows; threads combined by a fixed butterfly (warp,
+//     then the block's 32 warps) of the same (m, S) rule; log S in FP64 rounded once;
+//     backward p = e * RN_fp32(1 / S) with e the same ex2 term; soft cap tanhf (<= 2 ulp).
+//   float: S and sum_j s_j in FP64 (exp in FP64 per element, rescale exp(m_old - m_new) in
+//     FP64), log S in FP64 rounded once, p = RN_fp32(e / S) with e in FP64, tanh in FP64
+//     rounded once (the FP32 outputs' threshold is a few FP32 ulps, and the reference's
+//     libm tanhf is within ~0.5 ulp where 1 / (1 - tanh^2) amplifies a 2-ulp tanhf in the
+//     derivative).
+//   double: FP64 throughout.
+// All other acc operations are the reference's, each a single IEEE operation (no FMA
+// contraction: mul_rn...). The token reduction (mean, sum) is a second single-block kernel
+// summing the per-token losses in a fixed tree (per-thread sequential, then block_sum); the
+// count n is an integer sum (order-free).
 //
 // Targets. Read byte-wise when not 8-byte aligned (the misaligned replay shifts every
 // buffer by one element of the case dtype). The kernels never index memory with a target:
@@ -44,22 +48,26 @@
 // alignment); 16-byte vector loads/stores where a tensor's own alignment allows, element
 // by element otherwise. No in-place.
 //
-// Launch shape: blocks of 512 threads (backward 1024), one token per block at a time,
-// each thread with four 16-byte loads in flight. Forward: grid.x = tokens, one read of each row (online
-// logsumexp). Backward: a statistics sweep and a gradient sweep per row; the grid holds
-// as many rows in flight as 3/4 of the L2 cache holds (at most the resident blocks, at
-// least one per SM) and loops over the rows, so the gradient sweep reads the row from L2
-// and the logits cross DRAM once (rows too long for one per SM in L2 re-read partly
-// from DRAM). Forward with mean / sum adds one single-block reduce kernel, and mean a
-// single-block count kernel (forward and backward). Limits: 0 <= tokens <= 2^31 - 1,
-// 1 <= vocab <= 2^30, row_offset >= 0,
+// Launch shape: every pass processes a row with one block of 1024 threads (so a row's
+// reduction tree is the same in the forward, the backward and the fused entry); grids of
+// one block per SM loop over the rows; each thread keeps four 16-byte loads in flight in a
+// statistics sweep, two in the gradient sweep. Forward: one read of each row (online
+// logsumexp). Backward and fused: a statistics sweep and a gradient sweep per row; with one
+// row per SM in flight the gradient sweep reads the row from L2 and the logits cross DRAM
+// once (vocab 151,936 bf16: 132 x 297 KiB of rows on an H200; rows much longer than
+// L2 / SMs re-read partly from DRAM); the first 96 KiB of a block's next row are prefetched
+// into L2 (sm_90) when its gradient sweep starts. Forward and fused with mean / sum add one single-block reduce kernel,
+// and mean a single-block count kernel (forward, backward and fused). Limits: 0 <= tokens
+// <= 2^31 - 1, 1 <= vocab <= 2^30, row_offset >= 0,
 // row_offset + tokens <= total_tokens; reduction in {0, 1, 2}; eps in [0, 1]; z_loss >= 0;
 // softcap >= 0. Workspace: workspace_bytes(tokens) bytes at any byte alignment (per-token
 // losses in acc and the count, placed from the next 16-byte boundary).
 //
 // Determinism: no atomics; every summation order depends only on vocab, the 16-byte
-// phase of the row and tokens (not on the backward's grid size), so repeated calls are bitwise identical and a row launched
-// alone (same phase, its row_offset and the batch's total_tokens) gives bitwise its row.
+// phase of the row and tokens (not on the grid size), so repeated calls are bitwise
+// identical, a row launched alone (same phase, its row_offset and the batch's
+// total_tokens) gives bitwise its row, and forward_backward's loss, lse and dlogits are
+// bitwise those of forward and backward on the same inputs.
 //
 // Errors: cudaErrorInvalidValue without launching for bad sizes or parameters, null
 // pointers, pointers not aligned to sizeof(T) or too small a workspace; else cudaGetLastError()
@@ -99,13 +107,30 @@ cudaError_t backward(const T* logits, const std::int64_t* targets, const T* dlos
                      std::int64_t vocab, const Params& p, std::int64_t row_offset, std::int64_t total_tokens,
                      void* workspace, std::size_t workspace_bytes, cudaStream_t stream);
 
+/// Fused forward + backward, how training calls it (the upstream gradient known in advance):
+/// loss and lse as forward() and dlogits as backward() (bitwise), from ONE statistics sweep
+/// per row followed by the gradient sweep (the row re-read from L2), instead of forward's
+/// sweep plus backward's two. Shapes and layouts: logits, dlogits [tokens, vocab] (the
+/// launched rows), targets, lse [total_tokens], dloss and loss [1] (mean, sum) or
+/// [total_tokens] (none); dtypes T (targets i64); the slice rules, limits, errors and
+/// determinism above; workspace: workspace_bytes(tokens). Ignored tokens get their lse,
+/// ce 0 and exact-zero dlogits.
+template <typename T>
+cudaError_t forward_backward(const T* logits, const std::int64_t* targets, const T* dloss, T* loss, T* lse,
+                             T* dlogits, std::int64_t tokens, std::int64_t vocab, const Params& p,
+                             std::int64_t row_offset, std::int64_t total_tokens, void* workspace,
+                             std::size_t workspace_bytes, cudaStream_t stream);
+
 #define NUMGATE_CE_EXTERN(T)                                                                                     \
   extern template cudaError_t forward<T>(const T*, const std::int64_t*, T*, T*, std::int64_t, std::int64_t,     \
                                          const Params&, std::int64_t, std::int64_t, void*, std::size_t,          \
                                          cudaStream_t);                                                          \
   extern template cudaError_t backward<T>(const T*, const std::int64_t*, const T*, T*, std::int64_t, std::int64_t, \
                                           const Params&, std::int64_t, std::int64_t, void*, std::size_t,         \
-                                          cudaStream_t);
+                                          cudaStream_t);                                                         \
+  extern template cudaError_t forward_backward<T>(const T*, const std::int64_t*, const T*, T*, T*, T*, std::int64_t, \
+                                                  std::int64_t, const Params&, std::int64_t, std::int64_t, void*,   \
+                                                  std::size_t, cudaStream_t);
 NUMGATE_CE_EXTERN(float)
 NUMGATE_CE_EXTERN(double)
 NUMGATE_CE_EXTERN(__half)

@@ -14,11 +14,11 @@
 // Kernel tile sizes (cross_entropy_kernels.cu): a 16-byte unit holds kVec elements (fp32
 // 4, bf16/fp16 8); a warp covers 32 units (fp32 128, bf16/fp16 256 elements). The first
 // kernels used 256-thread blocks (a block sweep of fp32 1024, bf16/fp16 2048 elements: the
-// 1023..2049 cases); they now use 512 threads forward and 1024 backward, each thread
-// loading 4 units at a time: block sweeps of bf16 4096 (forward) and 8192 (backward)
-// elements, fp32 2048 and 4096, batches of bf16 16384 / 32768. Sizes around these are
-// declared, plus the vocabularies of the issue: 1, 32,000 (Llama 2), 65,537 (a partial
-// last sweep and unit) and 151,936 (Qwen3).
+// 1023..2049 cases), later 512 threads forward (bf16 4096: the 4095 / 4097 cases); every
+// pass now uses 1024 threads: block sweeps of bf16 8192 and fp32 4096 elements, batches of
+// 4 units (statistics; bf16 32768) and 2 units (gradient sweep; bf16 16384). Sizes around
+// these are declared, plus the vocabularies of the issue: 1, 32,000 (Llama 2), 65,537 (a
+// partial last sweep and unit) and 151,936 (Qwen3).
 #include "cross_entropy/cross_entropy_oracle.h"
 
 namespace numgate::cross_entropy {

@@ -1,35 +1,72 @@
 /*
-Cross-entropy forward and backward kernels (the numgate target kernels for cross_entropy).
-The op and the numerics contract are in cross_entropy.cuh and cross_entropy_oracle.h.
+Cross-entropy forward, backward and fused forward + backward kernels (the numgate target
+kernels for cross_entropy). The op and the numerics contract are in cross_entropy.cuh and
+cross_entropy_oracle.h.
 
 Design.
 
-  Blocks of 512 threads (backward: 1024), one token (row) per block at a time. The row of
-  logits is viewed on the virtual 16-byte grid of common/cuda_utils.cuh (shift = (p % 16) /
-  sizeof(T));
-  thread t owns units t, t + 512, ... (fp32 4, bf16/fp16 8, double 2 elements per unit) and
-  loads them four at a time before using them (memory-level parallelism).
+  Every pass processes a row (token) with one block of kThreads = 1024 threads, so the
+  row's reduction tree is the same in the forward, the backward and the fused kernel (the
+  fused entry's loss and lse are bitwise the forward's, its dlogits bitwise the
+  backward's). Grids hold one block per SM and loop over the rows (r = blockIdx.x,
+  blockIdx.x + gridDim.x, ...: every SM gets the same share); a row's result depends on
+  nothing but the row, so it does not depend on the grid size. The row of logits is viewed
+  on the virtual 16-byte grid of common/cuda_utils.cuh (shift = (p % 16) / sizeof(T));
+  thread t owns units t, t + 1024, ... (bf16/fp16 8, fp32 4, double 2 elements per unit)
+  and loads kBatch = 4 of them (statistics sweep) or kGradBatch = 2 (gradient sweep)
+  before using any: at 1024 threads a thread has 64 registers, and more units in flight
+  spill.
 
-  row statistics (forward, and again in the backward): ONE sweep over the row. Per thread
-  an online (m, S): m the NaN-propagating max of s_j in acc, S = sum exp(s_j - m) in FP64,
-  rescaled by exp(m_old - m_new) (FP64) when the max grows; -inf logits add nothing (so a
-  row of -inf but one finite logit has S = 1 exactly); sum_j s_j in FP64; the thread that
-  owns element y keeps s_y. For bf16 / fp16 logits the update is unit-wise: the unit's
-  max, one rescale, the unit's 8 terms expf(s - m) and its 8 values s summed in FP32,
-  each unit total added to the FP64 accumulators. Threads are combined by a shuffle-xor
-  butterfly and then over the warps, with a combine rule that is commutative bit for bit (max_nan, and
-  a.S e_a + b.S e_b with explicit _rn operations), so the tree depends on blockDim only.
-  The exponential of a term is FP32 expf for bf16 / fp16 logits and FP64 exp otherwise
-  (cross_entropy.cuh says why).
+  Soft cap and label smoothing are compile-time specialisations (the common case has
+  neither: no per-element test); the z-loss factor multiplies p always (it is exactly 1
+  without z-loss, so the product is p bit for bit).
 
-  forward (grid = tokens): thread 0 forms lse and ce (acc, the reference's operations) and
+  row statistics (one sweep): per thread an online (m, S) over its units in order and, with
+  smoothing, sum_j s_j.
+    bf16 / fp16 logits: m, S, sum_s in FP32. Per unit: its max (fmaxf: NaN is skipped and
+      reaches S instead, as a NaN term), one rescale S *= expf(m_old - m_new) (CUDA expf,
+      accurate) when the max grows, then the unit's terms added to S in order, each term
+      2^(RN(RN(s - m) * log2 e)) by ex2.approx.ftz (relative error <= ~2^-22 for the terms
+      that matter, |s - m| < 20: a few FP32 ulp, 2^-13 of the output's bf16/fp16
+      rounding). A -inf logit's term is +0; while a thread's m is -inf its base is 0, so a
+      NaN logit still makes S NaN. About 6 instructions per element.
+    float / double logits: m in acc, S and sum_s in FP64, exp in FP64, element by element
+      (the FP32 outputs' threshold is a few FP32 ulps).
+  Threads are combined by a shuffle-xor butterfly (warp), then over the 32 warps by a
+  second butterfly, with a combine rule that is commutative bit for bit:
+  m = max(a.m, b.m), S = a.S exp(a.m - m) + b.S exp(b.m - m) (a zero S contributes 0;
+  accurate expf / FP64 exp), sum_s = a + b; so the tree depends on kThreads only.
+
+  forward (forward_rows): thread 0 forms lse and ce (acc, the reference's operations) and
     writes lse and, for none, loss; for mean / sum it writes ce into the workspace and a
     single-block kernel sums the launched rows in a fixed order, divided by n (mean; count
     kernel over targets[0, total_tokens); n = 0 gives 0).
-  backward (grid = the rows 3/4 of L2 holds, at least one block per SM, looping over the
-    rows): the statistics sweep, then a second sweep writing dlogits; with that many rows in flight the second read is
-    an L2 hit, so DRAM sees the logits once. Ignored tokens, and mean with n = 0, write
-    exact zeros without reading the logits.
+  backward (backward_rows, FUSED false): the statistics sweep, then a gradient sweep
+    writing dlogits with streaming stores (st.global.cs) from loads marked as the row's last
+    use (ld.global.cs); with one row per SM in flight (132 x 297 KiB at vocab 151,936 bf16,
+    within the H200's 60 MiB L2) the second read of the row is an L2 hit, so DRAM sees the
+    logits once. When the gradient sweep starts, thread 0 asks L2 for the first 96 KiB of
+    the block's next row (cp.async.bulk.prefetch.L2). Ignored tokens, and mean with n = 0,
+    write exact zeros without reading the logits.
+  fused (backward_rows, FUSED true; forward_backward): per row the statistics sweep and the
+    forward's epilogue (lse, ce), then the backward's gradient sweep (ignored tokens:
+    zeros); the count kernel before and the loss reduction after, as the forward's.
+
+Performance (H200, 8192 x 151,936 bf16, mean: numgate-bench's kernel clock, the GPU time
+per call of every kernel a call launches; D2D copy 4271 GB/s read + write; measured with
+the configuration committed here). Minimal bytes = the inputs read once + the outputs
+written once.
+  forward: 2.49 GB (logits; targets, loss, lse ~0.1 MB); 840 us kernel clock = 2.96 TB/s,
+    69% of copy. Limit (not profiled): per SM one block with 64 KiB of loads in flight,
+    synchronous per batch, and a block reduction at every row end with no loads in flight;
+    deeper batches spill at 1024 threads, and an L2 bulk prefetch of the next row made it
+    slower (988-1086 us).
+  backward: 4.98 GB (logits read once, dlogits written once); 1814 us = 2.75 TB/s, 64% of
+    copy. fused: the same 4.98 GB (+ lse, loss); 1774 us = 2.81 TB/s, 66% of copy. Limit
+    (not profiled): the two sweeps per row run back to back in each SM's single block
+    (the statistics sweep reads DRAM at one block's memory-level parallelism, the gradient
+    sweep is L2-read + DRAM-write with 2 units in flight per thread); prefetching the whole
+    next row instead of 96 KiB overflows L2 (fused 2041 us), none gives 1781 us.
 */
 
 #include "cross_entropy/cross_entropy.cuh"
@@ -65,12 +102,22 @@ using numgate::device::Unit;
 using numgate::device::unit_acc;
 using numgate::device::unit_is_full;
 
-constexpr int kThreads = 512;
-/// Backward block size: its grid is capped by L2 (about one row in flight per SM), so each
-/// row gets more threads to keep the SM busy.
-constexpr int kBwdThreads = 1024;
-/// Units (16-byte loads) each thread has in flight in a sweep.
-constexpr int kBatch = 4;
+/// Threads per row, in every pass (the reduction tree of a row depends on it alone).
+constexpr int kThreads = 1024;
+/// Threads of the single-block count and loss-reduction kernels.
+constexpr int kSmallThreads = 512;
+
+/// Units (16-byte loads) each thread has in flight in a statistics sweep and in the gradient
+/// sweep (64 registers per thread at 1024 threads hold them, the row's constants and d / out;
+/// more spill).
+template <typename T>
+inline constexpr int kBatch = 4;
+template <typename T>
+inline constexpr int kGradBatch = 2;
+
+/// bf16 / fp16 logits: FP32 statistics with ex2.approx terms. float / double: FP64.
+template <typename T>
+inline constexpr bool kFast = sizeof(T) == 2;
 
 /// targets[t] for any byte alignment of `targets`.
 __device__ __forceinline__ std::int64_t load_target(const unsigned char* targets, std::int64_t t) {
@@ -89,12 +136,6 @@ __device__ __forceinline__ A max_nan(A a, A b) {
   return a > b ? a : b;
 }
 
-/// bf16 / fp16 logits: FP32 transcendentals (CUDA expf / tanhf, <= 2 FP32 ulp: 2^-13 of
-/// the output's rounding). float: FP64 ones rounded once (the FP32 outputs' threshold is a
-/// few FP32 ulps). double: FP64.
-template <typename T>
-inline constexpr bool kFp32Transcendentals = sizeof(T) == 2;
-
 template <typename A>
 __device__ __forceinline__ A to_a(double v);
 template <>
@@ -109,51 +150,64 @@ struct Coef {
   int reduction;
 };
 
-/// tanh of the acc quotient x / c (see kFp32Transcendentals): for float evaluated in FP64
-/// and rounded once (like the reference's libm tanhf; CUDA's tanhf errs by up to 2 ulp,
-/// which 1 - tanh^2 amplifies where the cap saturates).
+/// tanh of the acc quotient x / c: bf16 / fp16 CUDA tanhf (<= 2 ulp); float evaluated in
+/// FP64 and rounded once (like the reference's libm tanhf; 1 - tanh^2 amplifies a 2-ulp
+/// tanhf where the cap saturates); double FP64.
 template <typename T>
 __device__ __forceinline__ acc_t<T> tanh_acc(acc_t<T> q) {
   if constexpr (std::is_same_v<T, double>) return tanh(q);
-  else if constexpr (kFp32Transcendentals<T>) return tanhf(q);
+  else if constexpr (kFast<T>) return tanhf(q);
   else return __double2float_rn(tanh(static_cast<double>(q)));
 }
 
-/// s = cf > 0 ? cf * tanh(x / cf) : x (acc, the reference's operations).
-template <typename T>
+/// s = CAP ? cf * tanh(x / cf) : x (acc, the reference's operations).
+template <typename T, bool CAP>
 __device__ __forceinline__ acc_t<T> capped(acc_t<T> x, acc_t<T> cf) {
-  return cf > acc_t<T>(0) ? mul_rn(cf, tanh_acc<T>(div_rn(x, cf))) : x;
+  if constexpr (CAP) return mul_rn(cf, tanh_acc<T>(div_rn(x, cf)));
+  else return x;
 }
 
-/// exp(s - m) as a double, for s > -inf and m >= s (the terms of S).
-template <typename T>
-__device__ __forceinline__ double exp_term(acc_t<T> s, acc_t<T> m) {
-  if constexpr (kFp32Transcendentals<T>) return static_cast<double>(expf(__fsub_rn(s, m)));
-  else return exp(__dsub_rn(static_cast<double>(s), static_cast<double>(m)));
+/// 2^x by the SFU (ex2.approx.ftz.f32: -inf gives +0, NaN NaN, 0 exactly 1).
+__device__ __forceinline__ float ex2_approx(float x) {
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
 }
+/// exp(d) for d = s - m <= 0 (bf16 / fp16 terms): 2^(RN(d * log2 e)).
+__device__ __forceinline__ float exp_term_fast(float d) { return ex2_approx(__fmul_rn(d, 1.4426950408889634f)); }
 
+// ---- per-thread statistics ----------------------------------------------------------
+
+/// bf16 / fp16: everything in FP32. m skips NaN (fmaxf); a NaN or +inf logit makes S NaN.
+struct FStats {
+  float m;   ///< max of the thread's s_j (-inf while none is finite or +inf)
+  float S;   ///< sum exp(s_j - m)
+  float ss;  ///< sum s_j (smoothing only)
+};
+/// float / double: m NaN-propagating in acc, S and sum_s in FP64.
 template <typename A>
-struct Stats {
-  A m;           ///< max_j s_j (NaN-propagating; -inf when every s_j is -inf)
-  double S;      ///< sum_j exp(s_j - m)
-  double sum_s;  ///< sum_j s_j
+struct DStats {
+  A m;
+  double S;
+  double ss;
 };
 
-/// Online update with one element (the rescaling exp(m_old - m_new), rare, always FP64).
 template <typename T>
-__device__ __forceinline__ void add_elem(Stats<acc_t<T>>& st, acc_t<T> s) {
-  const acc_t<T> mn = max_nan(st.m, s);
-  if (!(mn == st.m)) st.S = __dmul_rn(st.S, exp(__dsub_rn(static_cast<double>(st.m), static_cast<double>(mn))));
-  st.m = mn;
-  if (s != acc_t<T>(-INFINITY)) st.S = __dadd_rn(st.S, exp_term<T>(s, mn));
-  st.sum_s = __dadd_rn(st.sum_s, static_cast<double>(s));
+using Stats = std::conditional_t<kFast<T>, FStats, DStats<acc_t<T>>>;
+
+__device__ __forceinline__ FStats combine(const FStats& a, const FStats& b) {
+  FStats r;
+  r.m = fmaxf(a.m, b.m);
+  const float ea = a.S == 0.0f ? 0.0f : __fmul_rn(a.S, expf(__fsub_rn(a.m, r.m)));
+  const float eb = b.S == 0.0f ? 0.0f : __fmul_rn(b.S, expf(__fsub_rn(b.m, r.m)));
+  r.S = __fadd_rn(ea, eb);
+  r.ss = __fadd_rn(a.ss, b.ss);
+  return r;
 }
 
-/// Commutative combine (bit for bit): used by the butterfly, where both lanes combine the
-/// same pair in opposite order.
 template <typename A>
-__device__ __forceinline__ Stats<A> combine(const Stats<A>& a, const Stats<A>& b) {
-  Stats<A> r;
+__device__ __forceinline__ DStats<A> combine(const DStats<A>& a, const DStats<A>& b) {
+  DStats<A> r;
   r.m = max_nan(a.m, b.m);
   if (r.m == A(-INFINITY)) {
     r.S = 0.0;
@@ -162,177 +216,232 @@ __device__ __forceinline__ Stats<A> combine(const Stats<A>& a, const Stats<A>& b
     const double eb = b.m == A(-INFINITY) ? 0.0 : __dmul_rn(b.S, exp(__dsub_rn(static_cast<double>(b.m), static_cast<double>(r.m))));
     r.S = __dadd_rn(ea, eb);
   }
-  r.sum_s = __dadd_rn(a.sum_s, b.sum_s);
+  r.ss = __dadd_rn(a.ss, b.ss);
   return r;
 }
 
+__device__ __forceinline__ FStats shfl_stats(const FStats& s, int off) {
+  return {__shfl_xor_sync(0xffffffffu, s.m, off), __shfl_xor_sync(0xffffffffu, s.S, off),
+          __shfl_xor_sync(0xffffffffu, s.ss, off)};
+}
 template <typename A>
-__device__ __forceinline__ Stats<A> shfl_stats(const Stats<A>& s, int off) {
-  Stats<A> o;
-  o.m = __shfl_xor_sync(0xffffffffu, s.m, off);
-  o.S = __shfl_xor_sync(0xffffffffu, s.S, off);
-  o.sum_s = __shfl_xor_sync(0xffffffffu, s.sum_s, off);
-  return o;
+__device__ __forceinline__ DStats<A> shfl_stats(const DStats<A>& s, int off) {
+  return {__shfl_xor_sync(0xffffffffu, s.m, off), __shfl_xor_sync(0xffffffffu, s.S, off),
+          __shfl_xor_sync(0xffffffffu, s.ss, off)};
 }
 
-/// Calls f(lo, full, unit) for the thread's units t, t + NT, ... in order (NT = blockDim.x),
-/// loading kBatch units before using any of them (kBatch 16-byte loads in flight per thread).
-template <int NT, typename T, typename F>
-__device__ __forceinline__ void for_each_unit(const T* xr, int V, int shift, int nunits, F&& f) {
+/// Online update with one element (float / double; the rescaling exp(m_old - m_new) FP64).
+template <typename T>
+__device__ __forceinline__ void add_elem(DStats<acc_t<T>>& st, acc_t<T> s) {
+  const acc_t<T> mn = max_nan(st.m, s);
+  if (!(mn == st.m)) st.S = __dmul_rn(st.S, exp(__dsub_rn(static_cast<double>(st.m), static_cast<double>(mn))));
+  st.m = mn;
+  if (s != acc_t<T>(-INFINITY)) st.S = __dadd_rn(st.S, exp(__dsub_rn(static_cast<double>(s), static_cast<double>(mn))));
+  st.ss = __dadd_rn(st.ss, static_cast<double>(s));
+}
+
+/// One unit into the thread's statistics. yy: the target's index when it lies in [0, V),
+/// else a sentinel no unit covers; the owner of element yy stores s_y in *sm_sy.
+template <typename T, bool CAP, bool SMOOTH, bool FULL>
+__device__ __forceinline__ void stats_unit(Stats<T>& st, const Unit<T>& ux, int lo, int V, int yy, acc_t<T> cf,
+                                           acc_t<T>* sm_sy) {
+  using A = acc_t<T>;
   constexpr int VEC = kVec<T>;
-  for (int u0 = threadIdx.x; u0 < nunits; u0 += kBatch * NT) {
-    Unit<T> ux[kBatch];
+  if constexpr (kFast<T>) {
+    float sv[VEC];
 #pragma unroll
-    for (int b = 0; b < kBatch; ++b) {
-      const int u = u0 + b * NT, lo = u * VEC - shift;
-      if (u < nunits) ux[b] = load_unit(xr, lo, V, unit_is_full<T>(lo, V));
+    for (int j = 0; j < VEC; ++j)
+      sv[j] = (FULL || (lo + j >= 0 && lo + j < V)) ? capped<T, CAP>(unit_acc(ux, j), cf) : -INFINITY;
+    if (static_cast<unsigned>(yy - lo) < static_cast<unsigned>(VEC)) {
+#pragma unroll
+      for (int j = 0; j < VEC; ++j)
+        if (lo + j == yy) *sm_sy = sv[j];
     }
+    if constexpr (SMOOTH) {
 #pragma unroll
-    for (int b = 0; b < kBatch; ++b) {
-      const int u = u0 + b * NT, lo = u * VEC - shift;
-      if (u < nunits) f(lo, unit_is_full<T>(lo, V), ux[b]);
+      for (int j = 0; j < VEC; ++j)
+        if (FULL || (lo + j >= 0 && lo + j < V)) st.ss = __fadd_rn(st.ss, sv[j]);  // -inf included (+inf loss)
+    }
+    float um = sv[0];
+#pragma unroll
+    for (int j = 1; j < VEC; ++j) um = fmaxf(um, sv[j]);
+    const float mn = fmaxf(st.m, um);
+    if (mn > st.m) {  // rare: the running max grows (from -inf: S is 0 or NaN, times 0)
+      st.S = __fmul_rn(st.S, expf(__fsub_rn(st.m, mn)));
+      st.m = mn;
+    }
+    const float base = st.m == -INFINITY ? 0.0f : st.m;
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) st.S = __fadd_rn(st.S, exp_term_fast(__fsub_rn(sv[j], base)));
+  } else {
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) {
+      const int i = lo + j;
+      if (!FULL && (i < 0 || i >= V)) continue;
+      const A s = capped<T, CAP>(unit_acc(ux, j), cf);
+      add_elem<T>(st, s);
+      if (i == yy) *sm_sy = s;  // a single writer: the owner of element y
     }
   }
 }
 
-/// Block-wide statistics of one row, and s_y (NaN when y is not in the row). Every thread
-/// returns the same bits.
-template <int NT, typename T>
-__device__ Stats<acc_t<T>> row_stats(const T* xr, int V, std::int64_t y, acc_t<T> cf, acc_t<T>* sy_out) {
+/// Statistics of one row, as every thread of the block sees them (the same bits).
+template <typename A>
+struct RowStats {
+  A m;       ///< max_j s_j (bf16 / fp16: NaN logits skipped, they make S NaN)
+  double S;  ///< sum_j exp(s_j - m) (bf16 / fp16: the FP32 value, widened)
+  A sum_s;   ///< sum_j s_j (smoothing only)
+  A sy;      ///< s_y; NaN when y is not in the row
+};
+
+/// Block-wide statistics of one row. y: the target, or -1 for none.
+/// NB: units per thread in flight (the result does not depend on it: units are added one
+/// by one in the thread's order).
+template <typename T, bool CAP, bool SMOOTH, int NB>
+__device__ RowStats<acc_t<T>> row_stats(const T* xr, int V, std::int64_t y, acc_t<T> cf) {
   using A = acc_t<T>;
-  __shared__ A sm_m[32];
-  __shared__ double sm_S[32], sm_ss[32];
-  __shared__ A sm_sy;
+  using St = Stats<T>;
   constexpr int VEC = kVec<T>;
+  __shared__ St sm_st[32];
+  __shared__ A sm_sy;
   if (threadIdx.x == 0) sm_sy = A(NAN);
   __syncthreads();
   const int shift = grid_shift(xr);
   const int nunits = (V + shift + VEC - 1) / VEC;
-  Stats<A> st{A(-INFINITY), 0.0, 0.0};
-  if constexpr (kFp32Transcendentals<T>) {
-    // Unit-wise online update (bf16 / fp16): the unit's max first, one FP64 rescale when
-    // it raises the running max, then the unit's 8 terms expf(s - m) and its sum of s in
-    // FP32 (sequential), each added to the FP64 accumulators once. NaN: fmaxf skips it,
-    // so a NaN s is remembered and makes m NaN at the end (as the NaN-propagating max
-    // would); its term is NaN and S is NaN either way.
-    bool nan_seen = false;
-    for_each_unit<NT>(xr, V, shift, nunits, [&](int lo, bool full, const Unit<T>& ux) {
-      A sv[VEC];
-      A um = A(-INFINITY);
+  const int yy = (y >= 0 && y < V) ? static_cast<int>(y) : INT_MIN / 2;
+  St st;
+  st.m = A(-INFINITY);
+  st.S = 0;
+  st.ss = 0;
+  for (int u0 = threadIdx.x; u0 < nunits; u0 += NB * kThreads) {
+    Unit<T> ux[NB];
 #pragma unroll
-      for (int j = 0; j < VEC; ++j) {
-        const int i = lo + j;
-        sv[j] = (full || (i >= 0 && i < V)) ? capped<T>(unit_acc(ux, j), cf) : A(-INFINITY);
-        nan_seen |= isnan(sv[j]);
-        um = fmaxf(um, sv[j]);
+    for (int b = 0; b < NB; ++b) {
+      const int u = u0 + b * kThreads, lo = u * VEC - shift;
+      if (u < nunits) ux[b] = load_unit(xr, lo, V, unit_is_full<T>(lo, V));
+    }
+#pragma unroll
+    for (int b = 0; b < NB; ++b) {
+      const int u = u0 + b * kThreads, lo = u * VEC - shift;
+      if (u < nunits) {
+        if (unit_is_full<T>(lo, V)) stats_unit<T, CAP, SMOOTH, true>(st, ux[b], lo, V, yy, cf, &sm_sy);
+        else stats_unit<T, CAP, SMOOTH, false>(st, ux[b], lo, V, yy, cf, &sm_sy);
       }
-      // a single writer: the owner of element y, if y is in the row (an invalid target
-      // leaves s_y NaN; the out-of-row slots hold -inf)
-      if (y >= lo && y < lo + VEC && y >= 0 && y < V) {
-#pragma unroll
-        for (int j = 0; j < VEC; ++j)
-          if (lo + j == y) sm_sy = sv[j];
-      }
-      A ss = A(0);
-#pragma unroll
-      for (int j = 0; j < VEC; ++j)
-        if (full || (lo + j >= 0 && lo + j < V)) ss = __fadd_rn(ss, sv[j]);
-      st.sum_s = __dadd_rn(st.sum_s, static_cast<double>(ss));  // -inf logits included (eps > 0: +inf loss)
-      const A mn = fmaxf(st.m, um);
-      if (mn == A(-INFINITY)) return;  // every s so far is -inf: no term for S, m unchanged
-      if (mn > st.m && st.m != A(-INFINITY))
-        st.S = __dmul_rn(st.S, exp(__dsub_rn(static_cast<double>(st.m), static_cast<double>(mn))));
-      st.m = mn;
-      A e = A(0);
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) e = __fadd_rn(e, expf(__fsub_rn(sv[j], mn)));  // -inf gives 0
-      st.S = __dadd_rn(st.S, static_cast<double>(e));
-    });
-    if (nan_seen) st.m = A(NAN);
-  } else {
-    for_each_unit<NT>(xr, V, shift, nunits, [&](int lo, bool, const Unit<T>& ux) {
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) {
-        const int i = lo + j;
-        if (i < 0 || i >= V) continue;
-        const A s = capped<T>(unit_acc(ux, j), cf);
-        add_elem<T>(st, s);
-        if (i == y) sm_sy = s;  // a single writer: the owner of element y
-      }
-    });
+    }
   }
 #pragma unroll
   for (int off = 16; off > 0; off >>= 1) st = combine(st, shfl_stats(st, off));
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = NT / 32;
-  if (lane == 0) {
-    sm_m[warp] = st.m;
-    sm_S[warp] = st.S;
-    sm_ss[warp] = st.sum_s;
-  }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0) sm_st[warp] = st;
   __syncthreads();
-  Stats<A> w = lane < nwarps ? Stats<A>{sm_m[lane], sm_S[lane], sm_ss[lane]} : Stats<A>{A(-INFINITY), 0.0, 0.0};
+  St w = sm_st[lane];  // kThreads / 32 == 32 warps: every lane holds one
 #pragma unroll
   for (int off = 16; off > 0; off >>= 1) w = combine(w, shfl_stats(w, off));
-  *sy_out = sm_sy;
-  __syncthreads();
-  return w;
+  RowStats<A> r;
+  r.m = w.m;
+  r.S = static_cast<double>(w.S);
+  r.sum_s = static_cast<A>(w.ss);
+  r.sy = sm_sy;
+  __syncthreads();  // sm_st, sm_sy free for the next row
+  return r;
 }
+static_assert(kThreads == 32 * 32, "row_stats's second butterfly covers exactly 32 warps");
 
 /// log S in FP64 rounded once to acc. S = 0 only when every logit of the row is -inf
 /// (otherwise the max term contributes 1): then NaN, as the golden's exp(-inf - (-inf)).
 template <typename A>
 __device__ __forceinline__ A log_sum(double S) { return S == 0.0 ? A(NAN) : to_a<A>(log(S)); }
 
-template <typename T>
-__global__ void __launch_bounds__(kThreads)
-    forward_rows(const T* __restrict__ logits, const unsigned char* __restrict__ targets, T* __restrict__ loss,
-                 T* __restrict__ lse_out, acc_t<T>* __restrict__ ws_ce, int V, std::int64_t row_offset,
-                 Coef<acc_t<T>> k) {
-  using A = acc_t<T>;
-  const std::int64_t r = blockIdx.x, t = row_offset + r;
-  const T* xr = logits + r * static_cast<std::int64_t>(V);
-  const std::int64_t y = load_target(targets, t);
-  const bool kept = y != k.ignore;
-  A sy;
-  const Stats<A> st = row_stats<kThreads>(xr, V, kept ? y : -1, k.cf, &sy);
-  if (threadIdx.x != 0) return;
-  const A lS = log_sum<A>(st.S);
-  const A L = add_rn(st.m, lS);
-  lse_out[t] = from_acc<T>(L);
-  A ce = A(0);
+/// lse and ce of a row (the reference's acc operations).
+template <typename A>
+struct RowLoss {
+  A lS, L, ce;
+};
+template <typename A>
+__device__ __forceinline__ RowLoss<A> row_loss(const RowStats<A>& st, bool kept, const Coef<A>& k) {
+  RowLoss<A> o;
+  o.lS = log_sum<A>(st.S);
+  o.L = add_rn(st.m, o.lS);
+  o.ce = A(0);
   if (kept) {
-    const A a = sub_rn(st.m, sy);  // NaN for an invalid target (sy stays NaN)
+    const A a = sub_rn(st.m, st.sy);  // NaN for an invalid target (sy stays NaN)
     if (k.ef > A(0)) {
-      const A sm = sub_rn(st.m, div_rn(to_a<A>(st.sum_s), k.Vf));
-      ce = add_rn(add_rn(lS, mul_rn(sub_rn(A(1), k.ef), a)), mul_rn(k.ef, sm));
+      const A sm = sub_rn(st.m, div_rn(st.sum_s, k.Vf));
+      o.ce = add_rn(add_rn(o.lS, mul_rn(sub_rn(A(1), k.ef), a)), mul_rn(k.ef, sm));
     } else {
-      ce = add_rn(lS, a);
+      o.ce = add_rn(o.lS, a);
     }
-    if (k.zf > A(0)) ce = add_rn(ce, mul_rn(k.zf, mul_rn(L, L)));
+    if (k.zf > A(0)) o.ce = add_rn(o.ce, mul_rn(k.zf, mul_rn(o.L, o.L)));
   }
-  if (k.reduction == 0) loss[t] = from_acc<T>(ce);
-  else ws_ce[r] = ce;
+  return o;
+}
+
+/// Writes lse and the token's ce (loss for none, else the workspace) from thread 0.
+template <typename T>
+__device__ __forceinline__ void write_row_loss(const RowLoss<acc_t<T>>& o, std::int64_t r, std::int64_t t,
+                                               const Coef<acc_t<T>>& k, T* loss, T* lse_out, acc_t<T>* ws_ce) {
+  lse_out[t] = from_acc<T>(o.L);
+  if (k.reduction == 0) loss[t] = from_acc<T>(o.ce);
+  else ws_ce[r] = o.ce;
+}
+
+/// Asks L2 for the first `max_bytes` of a row (its 16-byte-aligned interior: never a byte
+/// outside the row), in bulk prefetches of at most 64 KiB issued by the calling thread
+/// (Hopper's cp.async.bulk.prefetch.L2; nothing on older GPUs). A hint: no result, no effect
+/// on any value computed.
+template <typename T>
+__device__ __forceinline__ void prefetch_row(const T* row, int V, long long max_bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const auto a = static_cast<std::uintptr_t>(__cvta_generic_to_global(row));
+  const std::uintptr_t lo = (a + 15u) & ~std::uintptr_t{15u};
+  std::uintptr_t hi = (a + static_cast<std::uintptr_t>(V) * sizeof(T)) & ~std::uintptr_t{15u};
+  if (max_bytes <= 0 || hi <= lo) return;
+  if (hi - lo > static_cast<std::uintptr_t>(max_bytes)) hi = lo + (static_cast<std::uintptr_t>(max_bytes) & ~std::uintptr_t{15u});
+  for (std::uintptr_t p = lo; p < hi; p += 65536u) {
+    const std::uint32_t n = static_cast<std::uint32_t>(hi - p < 65536u ? hi - p : 65536u);
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(n) : "memory");
+  }
+#else
+  (void)row, (void)V, (void)max_bytes;
+#endif
+}
+
+/// Forward: rows r = blockIdx.x, blockIdx.x + gridDim.x, ...
+template <typename T, bool CAP, bool SMOOTH, int NB>
+__global__ void __launch_bounds__(kThreads, 1)
+    forward_rows(const T* __restrict__ logits, const unsigned char* __restrict__ targets, T* __restrict__ loss,
+                 T* __restrict__ lse_out, acc_t<T>* __restrict__ ws_ce, std::int64_t tokens, int V,
+                 std::int64_t row_offset, Coef<acc_t<T>> k) {
+  using A = acc_t<T>;
+  for (std::int64_t r = blockIdx.x; r < tokens; r += gridDim.x) {
+    const std::int64_t t = row_offset + r;
+    const T* xr = logits + r * static_cast<std::int64_t>(V);
+    const std::int64_t y = load_target(targets, t);
+    const bool kept = y != k.ignore;
+    const RowStats<A> st = row_stats<T, CAP, SMOOTH, NB>(xr, V, kept ? y : -1, k.cf);
+    if (threadIdx.x == 0) write_row_loss<T>(row_loss(st, kept, k), r, t, k, loss, lse_out, ws_ce);
+  }
 }
 
 /// Number of targets != ignore in [0, n) (single block).
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kSmallThreads)
     count_kept(const unsigned char* __restrict__ targets, std::int64_t n, long long ignore, long long* out) {
   __shared__ long long sm[1][32];
   long long v[1] = {0};
-  for (std::int64_t t = threadIdx.x; t < n; t += kThreads) v[0] += load_target(targets, t) != ignore;
+  for (std::int64_t t = threadIdx.x; t < n; t += kSmallThreads) v[0] += load_target(targets, t) != ignore;
   block_sum<1>(v, sm);
   if (threadIdx.x == 0) *out = v[0];
 }
 
 /// loss = sum of the launched rows' ce (fixed order), / n for mean (n = 0: 0). Single block.
 template <typename T>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kSmallThreads)
     reduce_loss(const acc_t<T>* __restrict__ ws_ce, std::int64_t tokens, const long long* __restrict__ count,
                 int reduction, T* __restrict__ loss) {
   using A = acc_t<T>;
   __shared__ A sm[1][32];
   A v[1] = {A(0)};
-  for (std::int64_t r = threadIdx.x; r < tokens; r += kThreads) v[0] = add_rn(v[0], ws_ce[r]);
+  for (std::int64_t r = threadIdx.x; r < tokens; r += kSmallThreads) v[0] = add_rn(v[0], ws_ce[r]);
   block_sum<1>(v, sm);
   if (threadIdx.x != 0) return;
   A total = v[0];
@@ -343,80 +452,130 @@ __global__ void __launch_bounds__(kThreads)
   loss[0] = from_acc<T>(total);
 }
 
-/// Rows r = blockIdx.x, blockIdx.x + gridDim.x, ... (the launcher sizes the grid so that
-/// the rows in flight fit in L2: the gradient sweep re-reads the row from L2, not DRAM).
-/// The result of a row does not depend on the grid size.
+/// Stores a unit of dlogits: one streaming 16-byte store when legal (dlogits is not read
+/// again: keep L2 for the rows of logits in flight), else element by element.
 template <typename T>
-__global__ void __launch_bounds__(kBwdThreads)
+__device__ __forceinline__ void store_grad(T* row, int lo, int n, bool vector_ok, const Unit<T>& u) {
+  if (vector_ok) __stcs(reinterpret_cast<uint4*>(row + lo), make_uint4(u.w[0], u.w[1], u.w[2], u.w[3]));
+  else store_unit(row, lo, n, false, u);
+}
+
+/// Bytes of its next row a backward / fused block prefetches into L2 when its gradient sweep
+/// starts (measured at vocab 151,936 bf16: the whole row overflows L2 with 132 rows in flight
+/// and is slower; 96 KiB and none are within 1%).
+constexpr long long kBwdPrefetchBytes = 96 << 10;
+
+/// load_unit for the row's last read (ld.global.cs when one 16-byte load).
+template <typename T>
+__device__ __forceinline__ Unit<T> load_last(const T* row, int lo, int n, bool vector_ok) {
+  if (!vector_ok) return load_unit(row, lo, n, false);
+  const uint4 q = __ldcs(reinterpret_cast<const uint4*>(row + lo));
+  return Unit<T>{{q.x, q.y, q.z, q.w}};
+}
+
+/// Backward (FUSED false) or fused forward + backward (FUSED true): rows r = blockIdx.x,
+/// blockIdx.x + gridDim.x, ...; the result of a row does not depend on the grid size.
+/// Thread 0 prefetches the first pf_bytes of the block's next row into L2 when the gradient
+/// sweep starts (the gradient sweep reads L2 and writes DRAM; meanwhile DRAM reads ahead).
+/// The gradient sweep's loads are the row's last use (ld.global.cs: evicted first).
+template <typename T, bool CAP, bool SMOOTH, bool FUSED, int NBS, int NB>
+__global__ void __launch_bounds__(kThreads, 1)
     backward_rows(const T* __restrict__ logits, const unsigned char* __restrict__ targets, const T* __restrict__ dloss,
                   T* __restrict__ dlogits, const long long* __restrict__ count, std::int64_t tokens, int V,
-                  std::int64_t row_offset, Coef<acc_t<T>> k) {
+                  std::int64_t row_offset, Coef<acc_t<T>> k, T* __restrict__ loss, T* __restrict__ lse_out,
+                  acc_t<T>* __restrict__ ws_ce, long long pf_bytes) {
   using A = acc_t<T>;
   constexpr int VEC = kVec<T>;
   for (std::int64_t r = blockIdx.x; r < tokens; r += gridDim.x) {
     const std::int64_t t = row_offset + r;
     const T* xr = logits + r * static_cast<std::int64_t>(V);
+    if (threadIdx.x == 0 && r == blockIdx.x) prefetch_row(xr, V, pf_bytes);
     T* dr = dlogits + r * static_cast<std::int64_t>(V);
     const std::int64_t y = load_target(targets, t);
     const int shift = grid_shift(xr);
     const int nunits = (V + shift + VEC - 1) / VEC;
     const bool dx_al = grid_is_aligned(static_cast<const T*>(dr), shift);  // same 16-byte grid as this row of logits
     A g = to_acc(k.reduction == 0 ? dloss[t] : dloss[0]);
-    bool zero = y == k.ignore;
+    const bool kept = y != k.ignore;
+    bool zero = !kept;
     if (k.reduction == 1) {
       const long long n = *count;
       if (n == 0) zero = true;
       else g = div_rn(g, static_cast<A>(n));
     }
-    if (zero) {  // ignored token (or mean over no kept token): exact zeros, logits not read
+    RowStats<A> st{};
+    if (FUSED || !zero) {
+      st = row_stats<T, CAP, SMOOTH, NBS>(xr, V, kept ? y : -1, k.cf);
+      if constexpr (FUSED)
+        if (threadIdx.x == 0) write_row_loss<T>(row_loss(st, kept, k), r, t, k, loss, lse_out, ws_ce);
+    }
+    if (threadIdx.x == 0 && r + gridDim.x < tokens)
+      prefetch_row(xr + gridDim.x * static_cast<std::int64_t>(V), V, pf_bytes);
+    if (zero) {  // ignored token (or mean over no kept token): exact zeros, logits not read for them
       A z[VEC];
 #pragma unroll
       for (int j = 0; j < VEC; ++j) z[j] = A(0);
       const Unit<T> uz = pack_from_acc<T>(z);
-      for (int u = threadIdx.x; u < nunits; u += kBwdThreads) {
+      for (int u = threadIdx.x; u < nunits; u += kThreads) {
         const int lo = u * VEC - shift;
-        store_unit(dr, lo, V, unit_is_full<T>(lo, V) && dx_al, uz);
+        store_grad(dr, lo, V, unit_is_full<T>(lo, V) && dx_al, uz);
       }
       continue;  // block-uniform
     }
-    A sy;
-    const Stats<A> st = row_stats<kBwdThreads>(xr, V, y, k.cf, &sy);
     const A lS = log_sum<A>(st.S);
     const A L = add_rn(st.m, lS);
-    const A zfac = k.zf > A(0) ? add_rn(A(1), mul_rn(mul_rn(A(2), k.zf), L)) : A(1);
+    const A zfac = k.zf > A(0) ? add_rn(A(1), mul_rn(mul_rn(A(2), k.zf), L)) : A(1);  // exactly 1 without z-loss
     const A one_m_eps = sub_rn(A(1), k.ef), eps_v = div_rn(k.ef, k.Vf);
-    // bf16 / fp16: p = e * (1/S) in FP32 (two roundings); float, double: e / S in FP64, one rounding.
+    // bf16 / fp16: p = e * RN_fp32(1/S), two roundings; float, double: e / S in FP64, one rounding.
     const float inv_S = __double2float_rn(1.0 / st.S);
     const bool valid = y >= 0 && y < V;
+    const int yy = valid ? static_cast<int>(y) : INT_MIN / 2;
     const A gv = valid ? g : A(NAN);  // an unvalidated bad target: NaN, never an out-of-bounds read
-    for_each_unit<kBwdThreads>(xr, V, shift, nunits, [&](int lo, bool full, const Unit<T>& ux) {
-      A out[VEC];
+    const A m = st.m;
+    const double S = st.S;
+    for (int u0 = threadIdx.x; u0 < nunits; u0 += NB * kThreads) {
+      Unit<T> ux[NB];
 #pragma unroll
-      for (int j = 0; j < VEC; ++j) {
-        const int i = lo + j;
-        out[j] = A(0);
-        if (i < 0 || i >= V) continue;
-        const A x = unit_acc(ux, j);
-        const A s = capped<T>(x, k.cf);
-        A p;
-        if constexpr (kFp32Transcendentals<T>) {
-          // e = 0 for a -inf logit; times 1/S = inf (S = 0: every logit -inf) that is NaN, as e / S
-          p = __fmul_rn(s == A(-INFINITY) ? 0.0f : expf(__fsub_rn(s, st.m)), inv_S);
-        } else {
-          const double e = s == A(-INFINITY) ? 0.0 : exp(__dsub_rn(static_cast<double>(s), static_cast<double>(st.m)));
-          p = to_a<A>(__ddiv_rn(e, st.S));
-        }
-        A d = k.zf > A(0) ? mul_rn(p, zfac) : p;
-        if (i == y) d = sub_rn(d, one_m_eps);
-        if (k.ef > A(0)) d = sub_rn(d, eps_v);
-        if (k.cf > A(0)) {
-          const A th = tanh_acc<T>(div_rn(x, k.cf));
-          d = mul_rn(d, sub_rn(A(1), mul_rn(th, th)));
-        }
-        out[j] = mul_rn(gv, d);
+      for (int b = 0; b < NB; ++b) {
+        const int u = u0 + b * kThreads, lo = u * VEC - shift;
+        if (u < nunits) ux[b] = load_last(xr, lo, V, unit_is_full<T>(lo, V));
       }
-      store_unit(dr, lo, V, full && dx_al, pack_from_acc<T>(out));
-    });
+#pragma unroll
+      for (int b = 0; b < NB; ++b) {
+        const int u = u0 + b * kThreads, lo = u * VEC - shift;
+        if (u >= nunits) continue;
+        A d[VEC];
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) {
+          const A s = capped<T, CAP>(unit_acc(ux[b], j), k.cf);
+          A p;
+          if constexpr (kFast<T>) {
+            p = __fmul_rn(exp_term_fast(__fsub_rn(s, m)), inv_S);
+          } else {
+            const double e = s == A(-INFINITY) ? 0.0 : exp(__dsub_rn(static_cast<double>(s), static_cast<double>(m)));
+            p = to_a<A>(__ddiv_rn(e, S));
+          }
+          d[j] = mul_rn(p, zfac);
+        }
+        if (static_cast<unsigned>(yy - lo) < static_cast<unsigned>(VEC)) {
+#pragma unroll
+          for (int j = 0; j < VEC; ++j)
+            if (lo + j == yy) d[j] = sub_rn(d[j], one_m_eps);
+        }
+        A out[VEC];
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) {
+          A dj = d[j];
+          if constexpr (SMOOTH) dj = sub_rn(dj, eps_v);
+          if constexpr (CAP) {
+            const A th = tanh_acc<T>(div_rn(unit_acc(ux[b], j), k.cf));
+            dj = mul_rn(dj, sub_rn(A(1), mul_rn(th, th)));
+          }
+          out[j] = mul_rn(gv, dj);
+        }
+        store_grad(dr, lo, V, unit_is_full<T>(lo, V) && dx_al, pack_from_acc<T>(out));
+      }
+    }
   }
 }
 
@@ -455,6 +614,43 @@ unsigned char* aligned_workspace(void* workspace, std::size_t bytes, std::int64_
   return static_cast<unsigned char*>(workspace) + pad;
 }
 
+/// Calls f(std::bool_constant<CAP>, std::bool_constant<SMOOTH>) for the case's flags.
+template <typename F>
+cudaError_t by_flags(const Params& p, F&& f) {
+  const bool cap = p.softcap > 0, smooth = p.label_smoothing > 0;
+  if (cap) {
+    if (smooth) return f(std::true_type{}, std::true_type{});
+    return f(std::true_type{}, std::false_type{});
+  }
+  if (smooth) return f(std::false_type{}, std::true_type{});
+  return f(std::false_type{}, std::false_type{});
+}
+
+/// Number of SMs of the current device.
+cudaError_t sm_count(int* sms) {
+  int dev = 0;
+  if (const cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return e;
+  return cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, dev);
+}
+
+/// Grid of the row kernels: `per_sm` blocks per SM (a whole number per SM, so every SM
+/// gets the same share of rows), at most one per row.
+std::int64_t row_grid(int sms, int per_sm, std::int64_t tokens) {
+  return std::max<std::int64_t>(1, std::min<std::int64_t>(static_cast<std::int64_t>(sms) * per_sm, tokens));
+}
+
+}  // namespace
+
+namespace {
+/// Launches backward_rows (FUSED: the fused kernel).
+template <typename T, bool CAP, bool SMOOTH, bool FUSED>
+void launch_rows(std::int64_t grid, cudaStream_t stream, const T* logits, const unsigned char* tg, const T* dloss,
+                 T* dlogits, const long long* count, std::int64_t tokens, int V, std::int64_t row_offset,
+                 const Coef<acc_t<T>>& k, T* loss, T* lse, acc_t<T>* ws_ce) {
+  const dim3 g(static_cast<unsigned>(grid)), b(kThreads);
+  backward_rows<T, CAP, SMOOTH, FUSED, kBatch<T>, kGradBatch<T>><<<g, b, 0, stream>>>(
+      logits, tg, dloss, dlogits, count, tokens, V, row_offset, k, loss, lse, ws_ce, kBwdPrefetchBytes);
+}
 }  // namespace
 
 std::size_t workspace_bytes(std::int64_t tokens) { return kSlack + needed(tokens); }
@@ -473,11 +669,19 @@ cudaError_t forward(const T* logits, const std::int64_t* targets, T* loss, T* ls
   const auto* tg = reinterpret_cast<const unsigned char*>(targets);
   auto* count = reinterpret_cast<long long*>(ws);
   auto* ws_ce = reinterpret_cast<acc_t<T>*>(ws + kCeOffset);
-  if (p.reduction == 1) count_kept<<<1, kThreads, 0, stream>>>(tg, total_tokens, k.ignore, count);
-  if (tokens > 0)
-    forward_rows<T><<<static_cast<unsigned>(tokens), kThreads, 0, stream>>>(logits, tg, loss, lse, ws_ce,
-                                                                            static_cast<int>(vocab), row_offset, k);
-  if (p.reduction != 0) reduce_loss<T><<<1, kThreads, 0, stream>>>(ws_ce, tokens, count, p.reduction, loss);
+  int sms = 0;
+  if (const cudaError_t e = sm_count(&sms); e != cudaSuccess) return e;
+  if (p.reduction == 1) count_kept<<<1, kSmallThreads, 0, stream>>>(tg, total_tokens, k.ignore, count);
+  if (tokens > 0) {
+    const std::int64_t grid = row_grid(sms, 1, tokens);
+    by_flags(p, [&](auto cap, auto smooth) {
+      constexpr bool C = decltype(cap)::value, M = decltype(smooth)::value;
+      forward_rows<T, C, M, kBatch<T>><<<static_cast<unsigned>(grid), kThreads, 0, stream>>>(
+          logits, tg, loss, lse, ws_ce, tokens, static_cast<int>(vocab), row_offset, k);
+      return cudaSuccess;
+    });
+  }
+  if (p.reduction != 0) reduce_loss<T><<<1, kSmallThreads, 0, stream>>>(ws_ce, tokens, count, p.reduction, loss);
   return cudaGetLastError();
 }
 
@@ -495,27 +699,49 @@ cudaError_t backward(const T* logits, const std::int64_t* targets, const T* dlos
   const Coef<acc_t<T>> k = coef_of<acc_t<T>>(p, vocab);
   const auto* tg = reinterpret_cast<const unsigned char*>(targets);
   auto* count = reinterpret_cast<long long*>(ws);
-  if (p.reduction == 1) count_kept<<<1, kThreads, 0, stream>>>(tg, total_tokens, k.ignore, count);
-  // Rows in flight: as many as 3/4 of L2 holds (the gradient sweep then re-reads each row
-  // from L2), at most the blocks the device runs at once, at least one per SM. dlogits moves as 16-byte vectors only where its row sits on the
-  // same 16-byte grid as the row of logits (checked per row in the kernel).
-  int dev = 0, sms = 0, l2 = 0, per_sm = 0;
-  if (const cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return e;
-  if (const cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev); e != cudaSuccess) return e;
-  if (const cudaError_t e = cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev); e != cudaSuccess) return e;
-  if (const cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, backward_rows<T>, kBwdThreads, 0);
-      e != cudaSuccess)
-    return e;
-  // Never fewer blocks than SMs: rows too long for that many to fit in L2 (bf16 vocab
-  // above ~200K on an H200, fp32 above ~100K) take some second-sweep misses rather than
-  // leave SMs idle.
-  const std::int64_t row_bytes = vocab * static_cast<std::int64_t>(sizeof(T));
-  const std::int64_t resident = static_cast<std::int64_t>(sms) * std::max(per_sm, 1);
-  const std::int64_t in_l2 = static_cast<std::int64_t>(l2) * 3 / 4 / row_bytes;
-  std::int64_t grid = std::min(resident, std::max<std::int64_t>(in_l2, sms));
-  grid = std::min<std::int64_t>(std::max<std::int64_t>(grid, 1), tokens);
-  backward_rows<T><<<static_cast<unsigned>(grid), kBwdThreads, 0, stream>>>(logits, tg, dloss, dlogits, count, tokens,
-                                                                          static_cast<int>(vocab), row_offset, k);
+  int sms = 0;
+  if (const cudaError_t e = sm_count(&sms); e != cudaSuccess) return e;
+  if (p.reduction == 1) count_kept<<<1, kSmallThreads, 0, stream>>>(tg, total_tokens, k.ignore, count);
+  const std::int64_t grid = row_grid(sms, 1, tokens);
+  by_flags(p, [&](auto cap, auto smooth) {
+    launch_rows<T, decltype(cap)::value, decltype(smooth)::value, false>(
+        grid, stream, logits, tg, dloss, dlogits, count, tokens, static_cast<int>(vocab), row_offset, k, nullptr,
+        nullptr, nullptr);
+    return cudaSuccess;
+  });
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t forward_backward(const T* logits, const std::int64_t* targets, const T* dloss, T* loss, T* lse,
+                             T* dlogits, std::int64_t tokens, std::int64_t vocab, const Params& p,
+                             std::int64_t row_offset, std::int64_t total_tokens, void* workspace,
+                             std::size_t ws_bytes, cudaStream_t stream) {
+  if (!check(tokens, vocab, p, row_offset, total_tokens)) return cudaErrorInvalidValue;
+  if (tokens == 0 && p.reduction == 0) return cudaSuccess;
+  unsigned char* ws = aligned_workspace(workspace, ws_bytes, tokens);
+  if (!logits || !targets || !dloss || !loss || !lse || !dlogits || !ws) return cudaErrorInvalidValue;
+  for (const void* q : {static_cast<const void*>(logits), static_cast<const void*>(dloss),
+                        static_cast<const void*>(loss), static_cast<const void*>(lse),
+                        static_cast<const void*>(dlogits)})
+    if (!aligned(q, sizeof(T))) return cudaErrorInvalidValue;
+  const Coef<acc_t<T>> k = coef_of<acc_t<T>>(p, vocab);
+  const auto* tg = reinterpret_cast<const unsigned char*>(targets);
+  auto* count = reinterpret_cast<long long*>(ws);
+  auto* ws_ce = reinterpret_cast<acc_t<T>*>(ws + kCeOffset);
+  int sms = 0;
+  if (const cudaError_t e = sm_count(&sms); e != cudaSuccess) return e;
+  if (p.reduction == 1) count_kept<<<1, kSmallThreads, 0, stream>>>(tg, total_tokens, k.ignore, count);
+  if (tokens > 0) {
+    const std::int64_t grid = row_grid(sms, 1, tokens);
+    by_flags(p, [&](auto cap, auto smooth) {
+      launch_rows<T, decltype(cap)::value, decltype(smooth)::value, true>(
+          grid, stream, logits, tg, dloss, dlogits, count, tokens, static_cast<int>(vocab), row_offset, k, loss, lse,
+          ws_ce);
+      return cudaSuccess;
+    });
+  }
+  if (p.reduction != 0) reduce_loss<T><<<1, kSmallThreads, 0, stream>>>(ws_ce, tokens, count, p.reduction, loss);
   return cudaGetLastError();
 }
 
@@ -523,7 +749,10 @@ cudaError_t backward(const T* logits, const std::int64_t* targets, const T* dlos
   template cudaError_t forward<T>(const T*, const std::int64_t*, T*, T*, std::int64_t, std::int64_t, const Params&, \
                                   std::int64_t, std::int64_t, void*, std::size_t, cudaStream_t);                  \
   template cudaError_t backward<T>(const T*, const std::int64_t*, const T*, T*, std::int64_t, std::int64_t,        \
-                                   const Params&, std::int64_t, std::int64_t, void*, std::size_t, cudaStream_t);
+                                   const Params&, std::int64_t, std::int64_t, void*, std::size_t, cudaStream_t);   \
+  template cudaError_t forward_backward<T>(const T*, const std::int64_t*, const T*, T*, T*, T*, std::int64_t,     \
+                                           std::int64_t, const Params&, std::int64_t, std::int64_t, void*,        \
+                                           std::size_t, cudaStream_t);
 NUMGATE_CE_INSTANTIATE(float)
 NUMGATE_CE_INSTANTIATE(double)
 NUMGATE_CE_INSTANTIATE(__half)
