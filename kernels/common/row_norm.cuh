@@ -40,6 +40,7 @@
 #error "common/row_norm.cuh holds device code; include it from .cu files only"
 #endif
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -114,6 +115,7 @@ using LayerNormPolicy = Policy<Stat::kMeanVar, false, false, true>;
 inline constexpr int kMaxThreads = 1024;
 inline constexpr int kStreamThreads = 1024;
 inline constexpr int kFwdTargetThreads = 384;  ///< preferred forward block (K raised until <=)
+inline constexpr int kRowsFwdMaxThreads = 512;  ///< resident-grid forward: largest block
 inline constexpr int kBwdTargetThreads = 256;
 inline constexpr int kFusedMaxThreads = 256;  ///< fused backward block limit
 inline constexpr int kFusedMaxK = 4;          ///< fused backward: up to 1024 units per row
@@ -225,37 +227,20 @@ struct FwdRow {
   }
 };
 
-/// One block per row; each thread caches K units of x (and residual) in registers
-/// through the reductions and the normalize step, so the row is read once. kPreW: the
-/// thread's units of w (and b) are loaded with x, before the reductions (more registers,
-/// one dependent L2 round trip less).
+/// The per-row forward, identical in every forward kernel: xc / rc hold this thread's K
+/// units of x (and residual) of the row (zero units past the row's end); with kPreW, wc /
+/// bc hold its units of w (and b), else they are loaded here, after the reductions. The
+/// statistic by fixed-order block reductions (block_sum: the order is fixed by the block
+/// size), then normalize-and-store from the same registers. `red` is free on return.
 template <class P, typename T, int K, bool kPreW>
-__global__ void __launch_bounds__(kMaxThreads) row_norm_forward_cached_kernel(const FwdArgs<T> a) {
+__device__ __forceinline__ void forward_row(const FwdArgs<T>& a, const FwdRow<P, T>& R, Unit<T> (&xc)[K],
+                                            Unit<T> (&rc)[P::kResidual ? K : 1], const Unit<T> (&wc)[kPreW ? K : 1],
+                                            const Unit<T> (&bc)[(kPreW && P::kBias) ? K : 1], acc_t<T> (*red)[32]) {
   using A = acc_t<T>;
   constexpr int V = kVec<T>;
-  constexpr int KR = P::kResidual ? K : 1;
-  constexpr int KW = kPreW ? K : 1;
-  constexpr int KB = (kPreW && P::kBias) ? K : 1;
-  __shared__ A red[1][32];
   const int hidden = a.hidden;
-  const FwdRow<P, T> R(a, blockIdx.x);
   const int tid = static_cast<int>(threadIdx.x);
   const int nthr = static_cast<int>(blockDim.x);
-
-  Unit<T> xc[K], rc[KR], wc[KW], bc[KB];
-#pragma unroll
-  for (int k = 0; k < K; ++k) {
-    const int u = tid + k * nthr;
-    const int lo = u * V - R.shift;
-    const bool full = unit_is_full<T>(lo, hidden);
-    const bool in = u < R.nunits;
-    xc[k] = in ? load_unit(R.xr, lo, hidden, full) : zero_unit<T>();
-    if constexpr (P::kResidual) rc[k] = in ? load_unit(R.rr, lo, hidden, full && R.r_al) : zero_unit<T>();
-    if constexpr (kPreW) {
-      wc[k] = in ? load_unit(a.w, lo, hidden, full && R.w_al) : zero_unit<T>();
-      if constexpr (P::kBias) bc[k] = in ? load_unit(a.b, lo, hidden, full && R.b_al) : zero_unit<T>();
-    }
-  }
 
   // First statistic: sum v^2 (RMS) or sum v (mean); padding slots are zeros. The
   // residual policy writes residual_out = T(h) here.
@@ -333,6 +318,99 @@ __global__ void __launch_bounds__(kMaxThreads) row_norm_forward_cached_kernel(co
   }
 }
 
+/// Loads this thread's K units of row R's x (and residual); zero units past the row.
+template <class P, typename T, int K>
+__device__ __forceinline__ void load_fwd_row(const FwdRow<P, T>& R, int hidden, Unit<T> (&xc)[K],
+                                             Unit<T> (&rc)[P::kResidual ? K : 1]) {
+  constexpr int V = kVec<T>;
+  const int tid = static_cast<int>(threadIdx.x);
+  const int nthr = static_cast<int>(blockDim.x);
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int u = tid + k * nthr;
+    const int lo = u * V - R.shift;
+    const bool full = unit_is_full<T>(lo, hidden);
+    const bool in = u < R.nunits;
+    xc[k] = in ? load_unit(R.xr, lo, hidden, full) : zero_unit<T>();
+    if constexpr (P::kResidual) rc[k] = in ? load_unit(R.rr, lo, hidden, full && R.r_al) : zero_unit<T>();
+  }
+}
+
+/// Per-row kernel (rows of any 16-byte phase): one block per row; each thread caches K
+/// units of x (and residual) in registers through the reductions and the normalize step,
+/// so the row is read once; w (and b) are read after the reductions.
+template <class P, typename T, int K>
+__global__ void __launch_bounds__(kMaxThreads) row_norm_forward_cached_kernel(const FwdArgs<T> a) {
+  __shared__ acc_t<T> red[1][32];
+  const FwdRow<P, T> R(a, blockIdx.x);
+  Unit<T> xc[K], rc[P::kResidual ? K : 1];
+  const Unit<T> none[1] = {zero_unit<T>()};
+  load_fwd_row<P, T, K>(R, a.hidden, xc, rc);
+  forward_row<P, T, K, false>(a, R, xc, rc, none, none, red);
+}
+
+/// Resident-grid kernel, for hidden % VEC == 0 (every row has x's 16-byte phase, so a
+/// thread owns the same columns in every row): grid = min(rows, blocks resident on the
+/// device); block b walks rows b, b + grid, ... in order. Its units of w (and b) are
+/// loaded once, and the next D rows' units of x (and residual) are in flight in registers
+/// while the current row is reduced and stored, so DRAM sees reads of later rows during
+/// every row's reductions, and no row waits for w. The row's block shape and per-row math
+/// are the per-row kernel's: bitwise the same row whichever kernel, grid or row count.
+template <class P, typename T, int K, int D>
+__global__ void __launch_bounds__(kRowsFwdMaxThreads)
+    row_norm_forward_rows_kernel(const FwdArgs<T> a, int64_t rows) {
+  constexpr int V = kVec<T>;
+  constexpr int KR = P::kResidual ? K : 1;
+  constexpr int KB = P::kBias ? K : 1;
+  __shared__ acc_t<T> red[1][32];
+  const int hidden = a.hidden;
+  const int64_t stride = gridDim.x;
+  int64_t row = blockIdx.x;
+  if (row >= rows) return;
+
+  Unit<T> wc[K], bc[KB];
+  {
+    const FwdRow<P, T> R(a, row);
+    const int tid = static_cast<int>(threadIdx.x);
+    const int nthr = static_cast<int>(blockDim.x);
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const int u = tid + k * nthr;
+      const int lo = u * V - R.shift;
+      const bool full = unit_is_full<T>(lo, hidden);
+      const bool in = u < R.nunits;
+      wc[k] = in ? load_unit(a.w, lo, hidden, full && R.w_al) : zero_unit<T>();
+      if constexpr (P::kBias) bc[k] = in ? load_unit(a.b, lo, hidden, full && R.b_al) : zero_unit<T>();
+    }
+    if constexpr (!P::kBias) bc[0] = zero_unit<T>();
+  }
+
+  Unit<T> xb[D + 1][K], rb[D + 1][KR];
+#pragma unroll
+  for (int d = 0; d <= D; ++d) {
+    if (row + d * stride < rows) load_fwd_row<P, T, K>(FwdRow<P, T>(a, row + d * stride), hidden, xb[d], rb[d]);
+  }
+#pragma unroll 1
+  for (; row < rows; row += stride) {
+    // Opaque each trip: the widened w (b) would otherwise be hoisted out of the loop and
+    // held as 2x the registers.
+#pragma unroll
+    for (int k = 0; k < K; ++k) keep_packed(wc[k]);
+#pragma unroll
+    for (int k = 0; k < KB; ++k) keep_packed(bc[k]);
+    forward_row<P, T, K, true>(a, FwdRow<P, T>(a, row), xb[0], rb[0], wc, bc, red);
+#pragma unroll
+    for (int d = 0; d < D; ++d) {
+#pragma unroll
+      for (int k = 0; k < K; ++k) xb[d][k] = xb[d + 1][k];
+#pragma unroll
+      for (int k = 0; k < KR; ++k) rb[d][k] = rb[d + 1][k];
+    }
+    const int64_t ahead = row + (D + 1) * stride;
+    if (ahead < rows) load_fwd_row<P, T, K>(FwdRow<P, T>(a, ahead), hidden, xb[D], rb[D]);
+  }
+}
+
 /// Rows too long for the register cache (RMS policies): the same math, the row read
 /// twice (the second read mostly hits L2).
 template <class P, typename T>
@@ -400,14 +478,17 @@ struct BwdArgs {
 enum RowTensor { kTx = 0, kTr = 1, kTd = 2 };
 
 /// The per-row backward, identical in every path. src(k, t) returns this thread's k-th
-/// unit of row tensor t (kTx, kTr, kTd); keep() re-packs register-cached units after a
-/// reduction; after_reduce() runs right after the block reduction of the gradient sums
-/// (every thread of the block is past its reads of the previous row then).
+/// unit of row tensor t (kTx, kTr, kTd); wsrc(k, lo, full) its k-th unit of w (lo: the
+/// unit's first element; full: unit_is_full), dsrc(k, lo, full) of d_residual_out
+/// (residual policies; read in the dx phase only); keep() re-packs register-cached units
+/// after a reduction; after_reduce() runs right after the block reduction of the gradient
+/// sums (every thread of the block is past its reads of the previous row then).
 /// kAccum: dwacc[k][j] += acc(dy) * xhat (and dbacc[k][j] += acc(dy)), xhat bitwise the
 /// value used for dx; else the row's statistics go to a.stats.
-template <class P, typename T, int K, bool kAccum, class Src, class Keep, class After>
-__device__ __forceinline__ void backward_row(const BwdArgs<T>& a, int64_t row, int shift, int nunits, bool w_al, Src&& src,
-                                             Keep&& keep, After&& after_reduce, acc_t<T> (*red)[32],
+template <class P, typename T, int K, bool kAccum, class Src, class Wsrc, class Dsrc, class Keep, class After>
+__device__ __forceinline__ void backward_row(const BwdArgs<T>& a, int64_t row, int shift, int nunits, Src&& src,
+                                             Wsrc&& wsrc, Dsrc&& dsrc, Keep&& keep, After&& after_reduce,
+                                             acc_t<T> (*red)[32],
                                              acc_t<T> (&dwacc)[kAccum ? K : 1][kVec<T>],
                                              acc_t<T> (&dbacc)[(kAccum && P::kBias) ? K : 1][kVec<T>]) {
   using A = acc_t<T>;
@@ -417,12 +498,6 @@ __device__ __forceinline__ void backward_row(const BwdArgs<T>& a, int64_t row, i
   const int nthr = static_cast<int>(blockDim.x);
   T* dxr = a.dx + row * hidden;
   const bool dx_al = grid_is_aligned(static_cast<const T*>(dxr), shift);
-  const T* drr = nullptr;
-  bool dr_al = false;
-  if constexpr (P::kResidual) {
-    drr = a.dres + row * hidden;
-    dr_al = grid_is_aligned(drr, shift);
-  }
 
   A mean = A(0);
   if constexpr (P::kMeanVar) {
@@ -449,7 +524,7 @@ __device__ __forceinline__ void backward_row(const BwdArgs<T>& a, int64_t row, i
     const int u = tid + k * nthr;
     if (u < nunits) {
       const int lo = u * V - shift;
-      const Unit<T> wu = load_unit(a.w, lo, hidden, unit_is_full<T>(lo, hidden) && w_al);
+      const Unit<T> wu = wsrc(k, lo, unit_is_full<T>(lo, hidden));
       const Unit<T> xu = src(k, kTx);
       const Unit<T> ru = P::kResidual ? src(k, kTr) : xu;
       const Unit<T> du = src(k, kTd);
@@ -500,12 +575,12 @@ __device__ __forceinline__ void backward_row(const BwdArgs<T>& a, int64_t row, i
     if (u < nunits) {
       const int lo = u * V - shift;
       const bool full = unit_is_full<T>(lo, hidden);
-      const Unit<T> wu = load_unit(a.w, lo, hidden, full && w_al);
+      const Unit<T> wu = wsrc(k, lo, full);
       const Unit<T> xu = src(k, kTx);
       const Unit<T> ru = P::kResidual ? src(k, kTr) : xu;
       const Unit<T> du = src(k, kTd);
       Unit<T> dru = du;
-      if constexpr (P::kResidual) dru = load_unit(drr, lo, hidden, full && dr_al);
+      if constexpr (P::kResidual) dru = dsrc(k, lo, full);
       A out[V];
 #pragma unroll
       for (int j = 0; j < V; ++j) {
@@ -664,7 +739,12 @@ __global__ void __launch_bounds__(kRowsBoundThreads<P, K, kFused>, kRowsBoundBlo
         for (int k = 0; k < K; ++k) keep_packed(cur[t][k]);
       }
     };
-    backward_row<P, T, K, kFused>(a, row, shift, nunits, grid_is_aligned(a.w, shift), src, keep, [] {}, red, dwacc, dbacc);
+    const bool w_al = grid_is_aligned(a.w, shift);
+    auto wsrc = [&](int, int lo, bool full) { return load_unit(a.w, lo, hidden, full && w_al); };
+    const T* drr = P::kResidual ? a.dres + row * hidden : nullptr;
+    const bool dr_al = P::kResidual ? grid_is_aligned(drr, shift) : false;
+    auto dsrc = [&](int, int lo, bool full) { return load_unit(drr, lo, hidden, full && dr_al); };
+    backward_row<P, T, K, kFused>(a, row, shift, nunits, src, wsrc, dsrc, keep, [] {}, red, dwacc, dbacc);
     if constexpr (kPrefetch) {
 #pragma unroll
       for (int t = 0; t < NT; ++t) {
@@ -732,7 +812,7 @@ constexpr int kRingBoundBlocks = K >= 4 ? 2 : (P::kBias ? 3 : 4);
 /// commit groups holds row r_begin + g. The slot of row i - 1 is refilled only after row
 /// i's gradient-sum reduction (a barrier after every thread's reads of that slot). The
 /// row math is backward_row's, reading units from the ring.
-template <class P, typename T, int K>
+template <class P, typename T, int K, int kMode>
 __global__ void __launch_bounds__(kFusedMaxThreads, kRingBoundBlocks<P, K>)
     row_norm_backward_ring_kernel(const BwdArgs<T> a) {
   using A = acc_t<T>;
@@ -752,6 +832,35 @@ __global__ void __launch_bounds__(kFusedMaxThreads, kRingBoundBlocks<P, K>)
   const int64_t r_end = r_begin + a.rows_per_chunk < a.rows ? r_begin + a.rows_per_chunk : a.rows;
 
   const bool w_al = grid_is_aligned(a.w, 0);
+  // Modes (BackwardOptions): 0 and 2 hold this thread's units of w in registers for the
+  // whole chunk (the ring's rows all have shift 0: the same columns in every row); 0
+  // loads the row's d_residual_out units into registers at the row's start, 2 one row
+  // ahead; 1 reads w and d_residual_out where they are used.
+  constexpr bool kWReg = kMode != 1;
+  constexpr int KW = kWReg ? K : 1;
+  constexpr int KD = (P::kResidual && kMode != 1) ? K : 1;
+  Unit<T> wc[KW], dc[KD], dn[(P::kResidual && kMode == 2) ? K : 1];
+  if constexpr (kWReg) {
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const int u = tid + k * nthr;
+      wc[k] = u < nunits ? load_unit(a.w, u * V, hidden, w_al) : zero_unit<T>();
+    }
+  }
+  auto load_dres = [&](int64_t row, Unit<T> (&d)[KD]) {
+    if constexpr (P::kResidual && kMode != 1) {
+      const T* drr = a.dres + row * hidden;
+      const bool dr_al = grid_is_aligned(drr, 0);
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        const int u = tid + k * nthr;
+        d[k] = u < nunits ? load_unit(drr, u * V, hidden, dr_al) : zero_unit<T>();
+      }
+    }
+  };
+  if constexpr (P::kResidual && kMode == 2) {
+    if (r_begin < r_end) load_dres(r_begin, dn);
+  }
   auto issue = [&](int64_t row, int slot) {
     const int64_t off = row * hidden;
     uint4* base = ring + static_cast<size_t>(slot) * NT * nunits;
@@ -790,7 +899,12 @@ __global__ void __launch_bounds__(kFusedMaxThreads, kRingBoundBlocks<P, K>)
   }
 
   int slot = 0;
+#pragma unroll 1
   for (int64_t row = r_begin; row < r_end; ++row) {
+    if constexpr (kWReg) {
+#pragma unroll
+      for (int k = 0; k < K; ++k) keep_packed(wc[k]);  // no widened copy hoisted out of the loop
+    }
     cp_async_wait<S - 2>();  // this row's group is complete
     const uint4* base = ring + static_cast<size_t>(slot) * NT * nunits;
     auto src = [&](int k, int t) -> Unit<T> {
@@ -807,7 +921,28 @@ __global__ void __launch_bounds__(kFusedMaxThreads, kRingBoundBlocks<P, K>)
       if (row + S - 1 < r_end) issue(row + S - 1, refill);
       cp_async_commit();
     };
-    backward_row<P, T, K, true>(a, row, 0, nunits, w_al, src, [] {}, after, red, dwacc, dbacc);
+    if constexpr (P::kResidual && kMode == 0) load_dres(row, dc);
+    if constexpr (P::kResidual && kMode == 2) {
+#pragma unroll
+      for (int k = 0; k < K; ++k) dc[k] = dn[k];
+      if (row + 1 < r_end) load_dres(row + 1, dn);
+    }
+    auto wsrc = [&](int k, int lo, bool full) -> Unit<T> {
+      if constexpr (kWReg) {
+        return wc[k];
+      } else {
+        return load_unit(a.w, lo, hidden, full && w_al);
+      }
+    };
+    auto dsrc = [&](int k, int lo, bool full) -> Unit<T> {
+      if constexpr (kMode != 1) {
+        return dc[k];
+      } else {
+        const T* drr = a.dres + row * hidden;
+        return load_unit(drr, lo, hidden, full && grid_is_aligned(drr, 0));
+      }
+    };
+    backward_row<P, T, K, true>(a, row, 0, nunits, src, wsrc, dsrc, [] {}, after, red, dwacc, dbacc);
     slot = slot == S - 1 ? 0 : slot + 1;
   }
   cp_async_wait<0>();
@@ -1215,23 +1350,64 @@ size_t atomic_workspace_bytes(int64_t rows, int64_t hidden) {
   return static_cast<size_t>(round_up(l.bytes, kWorkspaceAlign) + hidden * int64_t(sizeof(double)) + kWorkspaceAlign);
 }
 
+/// Forward tuning knob (the tune_* variants; the main target uses mode 0):
+///   0: resident-grid kernel, 1 row in flight ahead, grid = the resident blocks, rows dealt evenly;
+///   1: the per-row kernel only (one block per row);
+///   2: resident-grid kernel, 2 rows in flight ahead;
+///   3: resident-grid kernel, 1 row ahead, half the resident blocks (twice the rows each).
 struct ForwardOptions {
-  int target_threads = kFwdTargetThreads;
-  bool preload_w = false;
+  int mode = 0;
 };
 
-template <class P, typename T, int K>
-void launch_fwd_cached(const FwdArgs<T>& a, dim3 grid, int threads, bool prew, cudaStream_t stream) {
-  // K = 8 with w preloaded needs more than the 64 registers of a 1024-thread block: the
-  // preload is used up to K = 4 only, and only for the one-tensor policies without bias
-  // (it is a tuning candidate of rmsnorm; the residual policy would spill).
-  if constexpr (K <= 4 && !P::kResidual && !P::kBias) {
-    if (prew) {
-      row_norm_forward_cached_kernel<P, T, K, true><<<grid, threads, 0, stream>>>(a);
-      return;
-    }
+/// Blocks of the resident-grid forward kernel (P, T, K, D) with `threads` threads that
+/// the current device holds at once: SMs x cudaOccupancyMaxActiveBlocksPerMultiprocessor,
+/// cached per device and block size. Only the grid size depends on it, never a row's
+/// result. 0 on error.
+template <class P, typename T, int K, int D>
+int64_t resident_fwd_blocks(int threads) {
+  constexpr int kDevices = 64;
+  constexpr int kSizes = kRowsFwdMaxThreads / 32 + 1;
+  static std::atomic<int> cache[kDevices][kSizes];  // static storage: zero-initialized
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0) return 0;
+  std::atomic<int>* slot = dev < kDevices ? &cache[dev][threads / 32] : nullptr;
+  if (slot != nullptr) {
+    const int v = slot->load(std::memory_order_relaxed);
+    if (v > 0) return v;
   }
-  row_norm_forward_cached_kernel<P, T, K, false><<<grid, threads, 0, stream>>>(a);
+  int sms = 0, per_sm = 0;
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) return 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, row_norm_forward_rows_kernel<P, T, K, D>, threads, 0) !=
+      cudaSuccess)
+    return 0;
+  const int v = sms * (per_sm > 0 ? per_sm : 1);
+  if (slot != nullptr) slot->store(v, std::memory_order_relaxed);
+  return v;
+}
+
+/// Resident-grid launch: the rows dealt evenly, ceil(rows / blocks) each, over
+/// ceil(rows / that) blocks (no partly filled last round of rows).
+template <class P, typename T, int K, int D>
+cudaError_t launch_fwd_rows(const FwdArgs<T>& a, int64_t rows, int threads, int divisor, cudaStream_t stream) {
+  int64_t slots = resident_fwd_blocks<P, T, K, D>(threads) / divisor;
+  if (slots < 1) {
+    const cudaError_t err = cudaGetLastError();  // clear a failed query; fall back to one block per row
+    (void)err;
+    slots = rows;
+  }
+  const int64_t per_block = ceil_div(rows, slots);
+  const int64_t grid = ceil_div(rows, per_block);
+  row_norm_forward_rows_kernel<P, T, K, D><<<dim3(static_cast<unsigned>(grid)), threads, 0, stream>>>(a, rows);
+  return cudaGetLastError();
+}
+
+template <class P, typename T, int K>
+cudaError_t launch_fwd_resident(const FwdArgs<T>& a, int64_t rows, int threads, int mode, cudaStream_t stream) {
+  switch (mode) {
+    case 2: return launch_fwd_rows<P, T, K, 2>(a, rows, threads, 1, stream);
+    case 3: return launch_fwd_rows<P, T, K, 1>(a, rows, threads, 2, stream);
+    default: return launch_fwd_rows<P, T, K, 1>(a, rows, threads, 1, stream);
+  }
 }
 
 /// Forward launch (arguments already validated; rows >= 1). Returns cudaErrorInvalidValue
@@ -1240,15 +1416,25 @@ template <class P, typename T>
 cudaError_t launch_forward(const FwdArgs<T>& a, int64_t rows, cudaStream_t stream, ForwardOptions opt = {}) {
   constexpr int KM = P::template kFwdMaxK<T>;
   const dim3 grid(static_cast<unsigned>(rows));
-  const CachedConfig cfg = pick_cached_config(max_units_per_row(a.x, a.hidden), KM, opt.target_threads);
+  const CachedConfig cfg = pick_cached_config(max_units_per_row(a.x, a.hidden), KM, kFwdTargetThreads);
+  // Resident grid: every row of x's 16-byte phase, K <= 4, a block of <= 512 threads.
+  if (opt.mode != 1 && a.hidden % kVec<T> == 0 && cfg.k >= 1 && cfg.k <= 4 && cfg.threads <= kRowsFwdMaxThreads) {
+    switch (cfg.k) {
+      case 1: return launch_fwd_resident<P, T, 1>(a, rows, cfg.threads, opt.mode, stream);
+      case 2: return launch_fwd_resident<P, T, 2>(a, rows, cfg.threads, opt.mode, stream);
+      default:
+        if constexpr (KM >= 4) return launch_fwd_resident<P, T, 4>(a, rows, cfg.threads, opt.mode, stream);
+        break;
+    }
+  }
   switch (cfg.k) {
-    case 1: launch_fwd_cached<P, T, 1>(a, grid, cfg.threads, opt.preload_w, stream); break;
-    case 2: launch_fwd_cached<P, T, 2>(a, grid, cfg.threads, opt.preload_w, stream); break;
+    case 1: row_norm_forward_cached_kernel<P, T, 1><<<grid, cfg.threads, 0, stream>>>(a); break;
+    case 2: row_norm_forward_cached_kernel<P, T, 2><<<grid, cfg.threads, 0, stream>>>(a); break;
     case 4:
-      if constexpr (KM >= 4) launch_fwd_cached<P, T, 4>(a, grid, cfg.threads, opt.preload_w, stream);
+      if constexpr (KM >= 4) row_norm_forward_cached_kernel<P, T, 4><<<grid, cfg.threads, 0, stream>>>(a);
       break;
     case 8:
-      if constexpr (KM >= 8) launch_fwd_cached<P, T, 8>(a, grid, cfg.threads, opt.preload_w, stream);
+      if constexpr (KM >= 8) row_norm_forward_cached_kernel<P, T, 8><<<grid, cfg.threads, 0, stream>>>(a);
       break;
     default:
       if constexpr (P::kMeanVar) {
@@ -1263,9 +1449,9 @@ cudaError_t launch_forward(const FwdArgs<T>& a, int64_t rows, cudaStream_t strea
 
 /// Launches the ring kernel with its slots in dynamic shared memory; the attributes are
 /// set on every call (cheap, and right for whichever device is current).
-template <class P, typename T, int K>
+template <class P, typename T, int K, int kMode>
 cudaError_t launch_ring(const BwdArgs<T>& a, int threads, cudaStream_t stream) {
-  auto* kernel = row_norm_backward_ring_kernel<P, T, K>;
+  auto* kernel = row_norm_backward_ring_kernel<P, T, K, kMode>;
   const size_t max_smem = ring_smem_bytes<P, T>(int64_t(K) * kFusedMaxThreads * kVec<T>);
   cudaError_t err =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(max_smem));
@@ -1305,8 +1491,26 @@ cudaError_t finish_partials(const BwdArgs<T>& a, T* dw, T* db, acc_t<T>* acc, cu
 /// Backward launch (arguments validated, rows >= 1, workspace >= workspace_bytes<P> or,
 /// with atomic, atomic_workspace_bytes<P>). a.x, a.res, a.w, a.dy, a.dres, a.dx, a.rows,
 /// a.hidden, a.eps set by the caller; the rest is filled in here.
+/// Backward tuning knob (the tune_* variants; the main target uses mode 0): the ring
+/// kernel's handling of w and d_residual_out (row_norm_backward_ring_kernel).
+struct BackwardOptions {
+  int mode = 0;
+};
+
+template <class P, typename T, int K>
+cudaError_t launch_ring_mode(const BwdArgs<T>& a, int threads, int mode, cudaStream_t stream) {
+  switch (mode) {
+    case 1: return launch_ring<P, T, K, 1>(a, threads, stream);
+    case 2:
+      if constexpr (P::kResidual) return launch_ring<P, T, K, 2>(a, threads, stream);
+      return launch_ring<P, T, K, 0>(a, threads, stream);
+    default: return launch_ring<P, T, K, 0>(a, threads, stream);
+  }
+}
+
 template <class P, typename T>
-cudaError_t launch_backward(BwdArgs<T> a, T* dw, T* db, void* workspace, bool atomic, cudaStream_t stream) {
+cudaError_t launch_backward(BwdArgs<T> a, T* dw, T* db, void* workspace, bool atomic, cudaStream_t stream,
+                            BackwardOptions opt = {}) {
   using A = acc_t<T>;
   constexpr int V = kVec<T>;
   const int64_t rows = a.rows;
@@ -1331,9 +1535,9 @@ cudaError_t launch_backward(BwdArgs<T> a, T* dw, T* db, void* workspace, bool at
     const bool ring = aligned16(a.x) && aligned16(a.dy) && (!P::kResidual || aligned16(a.res));
     if (ring) {
       switch (fcfg.k) {
-        case 1: err = launch_ring<P, T, 1>(a, fcfg.threads, stream); break;
-        case 2: err = launch_ring<P, T, 2>(a, fcfg.threads, stream); break;
-        default: err = launch_ring<P, T, 4>(a, fcfg.threads, stream); break;
+        case 1: err = launch_ring_mode<P, T, 1>(a, fcfg.threads, opt.mode, stream); break;
+        case 2: err = launch_ring_mode<P, T, 2>(a, fcfg.threads, opt.mode, stream); break;
+        default: err = launch_ring_mode<P, T, 4>(a, fcfg.threads, opt.mode, stream); break;
       }
     } else {
       // Register path: the next row prefetched for the two-tensor policies without db.

@@ -108,7 +108,7 @@ bool shape_ok(int64_t rows, int64_t hidden) {
 
 template <typename T>
 cudaError_t forward(const T* x, const T* residual, const T* w, T* residual_out, T* y, int64_t rows, int64_t hidden,
-                    double eps, cudaStream_t stream) {
+                    double eps, cudaStream_t stream, int tune_mode) {
   using A = acc_t<T>;
   if (!shape_ok(rows, hidden)) return cudaErrorInvalidValue;
   if (rows == 0) return cudaSuccess;
@@ -117,7 +117,7 @@ cudaError_t forward(const T* x, const T* residual, const T* w, T* residual_out, 
       !aligned_to_element(residual_out) || !aligned_to_element(y))
     return cudaErrorInvalidValue;
   const rn::FwdArgs<T> a{x, residual, w, nullptr, residual_out, y, static_cast<int>(hidden), static_cast<A>(eps)};
-  return rn::launch_forward<P, T>(a, rows, stream);
+  return rn::launch_forward<P, T>(a, rows, stream, rn::ForwardOptions{tune_mode});
 }
 
 size_t backward_workspace_bytes(int64_t rows, int64_t hidden) {
@@ -128,7 +128,7 @@ size_t backward_workspace_bytes(int64_t rows, int64_t hidden) {
 template <typename T>
 cudaError_t backward(const T* x, const T* residual, const T* w, const T* dy, const T* d_residual_out, T* dx, T* dw,
                      int64_t rows, int64_t hidden, double eps, void* workspace, size_t workspace_bytes,
-                     cudaStream_t stream) {
+                     cudaStream_t stream, int tune_mode) {
   using A = acc_t<T>;
   if (!shape_ok(rows, hidden)) return cudaErrorInvalidValue;
   if (dw == nullptr || !aligned_to_element(dw)) return cudaErrorInvalidValue;
@@ -151,13 +151,13 @@ cudaError_t backward(const T* x, const T* residual, const T* w, const T* dy, con
   a.rows = rows;
   a.hidden = static_cast<int>(hidden);
   a.eps = static_cast<A>(eps);
-  return rn::launch_backward<P, T>(a, dw, nullptr, workspace, false, stream);
+  return rn::launch_backward<P, T>(a, dw, nullptr, workspace, false, stream, rn::BackwardOptions{tune_mode});
 }
 
 #define NUMGATE_FUSED_ADD_RMSNORM_INST(T)                                                                    \
-  template cudaError_t forward<T>(const T*, const T*, const T*, T*, T*, int64_t, int64_t, double, cudaStream_t); \
+  template cudaError_t forward<T>(const T*, const T*, const T*, T*, T*, int64_t, int64_t, double, cudaStream_t, int); \
   template cudaError_t backward<T>(const T*, const T*, const T*, const T*, const T*, T*, T*, int64_t, int64_t,   \
-                                   double, void*, size_t, cudaStream_t);
+                                   double, void*, size_t, cudaStream_t, int);
 NUMGATE_FUSED_ADD_RMSNORM_INST(float)
 NUMGATE_FUSED_ADD_RMSNORM_INST(double)
 NUMGATE_FUSED_ADD_RMSNORM_INST(__half)

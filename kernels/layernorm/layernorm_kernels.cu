@@ -150,7 +150,7 @@ bool shape_ok(int64_t rows, int64_t hidden) {
 
 template <typename T>
 cudaError_t forward(const T* x, const T* w, const T* b, T* y, int64_t rows, int64_t hidden, double eps,
-                    cudaStream_t stream) {
+                    cudaStream_t stream, int tune_mode) {
   using A = acc_t<T>;
   if (!shape_ok(rows, hidden)) return cudaErrorInvalidValue;
   if (rows == 0) return cudaSuccess;
@@ -159,7 +159,7 @@ cudaError_t forward(const T* x, const T* w, const T* b, T* y, int64_t rows, int6
     return cudaErrorInvalidValue;
   if (max_units_per_row(x, hidden) > kMaxUnits<T>) return cudaErrorInvalidValue;
   const rn::FwdArgs<T> a{x, nullptr, w, b, nullptr, y, static_cast<int>(hidden), static_cast<A>(eps)};
-  return rn::launch_forward<P, T>(a, rows, stream);
+  return rn::launch_forward<P, T>(a, rows, stream, rn::ForwardOptions{tune_mode});
 }
 
 // -------------------------------------------------------------------------------------
@@ -173,7 +173,8 @@ size_t backward_workspace_bytes(int64_t rows, int64_t hidden) {
 
 template <typename T>
 cudaError_t backward(const T* x, const T* w, const T* dy, T* dx, T* dw, T* db, int64_t rows, int64_t hidden,
-                     double eps, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+                     double eps, void* workspace, size_t workspace_bytes, cudaStream_t stream,
+                     int tune_mode) {
   using A = acc_t<T>;
   if (!shape_ok(rows, hidden)) return cudaErrorInvalidValue;
   if (dw == nullptr || db == nullptr || !aligned_to_element(dw) || !aligned_to_element(db))
@@ -198,7 +199,7 @@ cudaError_t backward(const T* x, const T* w, const T* dy, T* dx, T* dw, T* db, i
   a.rows = rows;
   a.hidden = static_cast<int>(hidden);
   a.eps = static_cast<A>(eps);
-  return rn::launch_backward<P, T>(a, dw, db, workspace, false, stream);
+  return rn::launch_backward<P, T>(a, dw, db, workspace, false, stream, rn::BackwardOptions{tune_mode});
 }
 
 // -------------------------------------------------------------------------------------
@@ -206,9 +207,9 @@ cudaError_t backward(const T* x, const T* w, const T* dy, T* dx, T* dw, T* db, i
 // -------------------------------------------------------------------------------------
 
 #define NUMGATE_LAYERNORM_INSTANTIATE(T)                                                                       \
-  template cudaError_t forward<T>(const T*, const T*, const T*, T*, int64_t, int64_t, double, cudaStream_t);  \
+  template cudaError_t forward<T>(const T*, const T*, const T*, T*, int64_t, int64_t, double, cudaStream_t, int);  \
   template cudaError_t backward<T>(const T*, const T*, const T*, T*, T*, T*, int64_t, int64_t, double, void*, \
-                                   size_t, cudaStream_t);
+                                   size_t, cudaStream_t, int);
 NUMGATE_LAYERNORM_INSTANTIATE(float)
 NUMGATE_LAYERNORM_INSTANTIATE(double)
 NUMGATE_LAYERNORM_INSTANTIATE(__half)

@@ -73,14 +73,11 @@ template <typename T>
 cudaError_t forward(const T* x, const T* w, T* y, int64_t rows, int64_t hidden, double eps,
                     cudaStream_t stream);
 
-/// Tuning candidate of forward() (the variants "tune_fwd_w" and "tune_fwd_t64" of the
-/// rmsnorm target; delete with them): the same math, with the preferred block size
-/// target_threads (32..1024; forward() uses 384) and, with preload_w, each thread's units
-/// of w loaded together with x, before the reduction. Errors as forward(), plus
-/// cudaErrorInvalidValue for target_threads out of range.
+/// Tuning candidates of forward() (the tune_* variants; delete with them): mode as
+/// row_norm::ForwardOptions (0 is forward()).
 template <typename T>
-cudaError_t forward_tuned(const T* x, const T* w, T* y, int64_t rows, int64_t hidden, double eps,
-                          int target_threads, bool preload_w, cudaStream_t stream);
+cudaError_t forward_tuned(const T* x, const T* w, T* y, int64_t rows, int64_t hidden, double eps, int mode,
+                          cudaStream_t stream);
 
 /// Bytes of device workspace that backward() needs for this shape, for every element
 /// type (sized for the widest accumulation type, double). Includes slack so that the
@@ -149,8 +146,7 @@ extern template cudaError_t forward<__nv_bfloat16>(const __nv_bfloat16*, const _
                                                    cudaStream_t);
 
 #define NUMGATE_RMSNORM_TUNED_EXTERN(T)                                                                \
-  extern template cudaError_t forward_tuned<T>(const T*, const T*, T*, int64_t, int64_t, double, int, bool, \
-                                               cudaStream_t);
+  extern template cudaError_t forward_tuned<T>(const T*, const T*, T*, int64_t, int64_t, double, int, cudaStream_t);
 NUMGATE_RMSNORM_TUNED_EXTERN(float)
 NUMGATE_RMSNORM_TUNED_EXTERN(double)
 NUMGATE_RMSNORM_TUNED_EXTERN(__half)

@@ -182,10 +182,9 @@ cudaError_t forward(const T* x, const T* w, T* y, int64_t rows, int64_t hidden, 
 }
 
 template <typename T>
-cudaError_t forward_tuned(const T* x, const T* w, T* y, int64_t rows, int64_t hidden, double eps,
-                          int target_threads, bool preload_w, cudaStream_t stream) {
-  if (target_threads < 32 || target_threads > 1024) return cudaErrorInvalidValue;
-  return forward_impl<T>(x, w, y, rows, hidden, eps, stream, rn::ForwardOptions{target_threads, preload_w});
+cudaError_t forward_tuned(const T* x, const T* w, T* y, int64_t rows, int64_t hidden, double eps, int mode,
+                          cudaStream_t stream) {
+  return forward_impl<T>(x, w, y, rows, hidden, eps, stream, rn::ForwardOptions{mode});
 }
 
 size_t backward_workspace_bytes(int64_t rows, int64_t hidden) {
@@ -218,8 +217,7 @@ cudaError_t backward_atomic_dw(const T* x, const T* w, const T* dy, T* dx, T* dw
 
 #define NUMGATE_RMSNORM_INST(T)                                                                              \
   template cudaError_t forward<T>(const T*, const T*, T*, int64_t, int64_t, double, cudaStream_t);          \
-  template cudaError_t forward_tuned<T>(const T*, const T*, T*, int64_t, int64_t, double, int, bool,        \
-                                        cudaStream_t);                                                      \
+  template cudaError_t forward_tuned<T>(const T*, const T*, T*, int64_t, int64_t, double, int, cudaStream_t); \
   template cudaError_t backward<T>(const T*, const T*, const T*, T*, T*, int64_t, int64_t, double, void*,   \
                                    size_t, cudaStream_t);                                                   \
   template cudaError_t backward_atomic_dw<T>(const T*, const T*, const T*, T*, T*, int64_t, int64_t, double, \

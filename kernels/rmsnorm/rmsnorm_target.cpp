@@ -40,12 +40,12 @@ std::size_t backward_atomic_dw_workspace(const CaseSpec& c) {
 }
 
 /// Tuning candidates of the forward (rmsnorm.cuh forward_tuned): delete with the variants.
-cudaError_t launch_forward_tuned(const Launch& l, int target_threads, bool preload_w) {
+cudaError_t launch_forward_tuned(const Launch& l, int mode) {
   const RowShape sh = launched_rows(l);
   return dispatch(l.spec.dtype, [&](auto tag) {
     using T = decltype(tag);
     return forward_tuned<T>(l.ptr<const T>("x"), l.ptr<const T>("w"), l.ptr<T>("y"), sh.rows, sh.hidden,
-                            l.spec.param("eps"), target_threads, preload_w, l.stream);
+                            l.spec.param("eps"), mode, l.stream);
   });
 }
 
@@ -61,17 +61,10 @@ TargetOp make_atomic_dw_target() {
   return t;
 }
 
-/// Forward with w loaded together with x (before the reduction), 384-thread preferred block.
-TargetOp make_tune_fwd_w_target() {
-  TargetOp t{"rmsnorm", {{"Forward", {}, [](const Launch& l) { return launch_forward_tuned(l, 384, true); }}}, {}};
-  t.variant = "tune_fwd_w";
-  return t;
-}
-
-/// Forward with 64-thread preferred blocks (more rows in flight per SM, K up to 8).
-TargetOp make_tune_fwd_t64_target() {
-  TargetOp t{"rmsnorm", {{"Forward", {}, [](const Launch& l) { return launch_forward_tuned(l, 64, false); }}}, {}};
-  t.variant = "tune_fwd_t64";
+/// Forward tuning candidates (row_norm::ForwardOptions modes 1..3).
+TargetOp make_tune_fwd_target(const char* name, int mode) {
+  TargetOp t{"rmsnorm", {{"Forward", {}, [mode](const Launch& l) { return launch_forward_tuned(l, mode); }}}, {}};
+  t.variant = name;
   return t;
 }
 
@@ -80,6 +73,7 @@ TargetOp make_tune_fwd_t64_target() {
 NUMGATE_REGISTER_TARGETS(rmsnorm) {
   add(numgate::rmsnorm::make_target());
   add(numgate::rmsnorm::make_atomic_dw_target());
-  add(numgate::rmsnorm::make_tune_fwd_w_target());
-  add(numgate::rmsnorm::make_tune_fwd_t64_target());
+  add(numgate::rmsnorm::make_tune_fwd_target("tune_fwd_row", 1));
+  add(numgate::rmsnorm::make_tune_fwd_target("tune_fwd_d2", 2));
+  add(numgate::rmsnorm::make_tune_fwd_target("tune_fwd_half", 3));
 }
