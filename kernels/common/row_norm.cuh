@@ -115,7 +115,7 @@ using LayerNormPolicy = Policy<Stat::kMeanVar, false, false, true>;
 inline constexpr int kMaxThreads = 1024;
 inline constexpr int kStreamThreads = 1024;
 inline constexpr int kFwdTargetThreads = 384;  ///< preferred forward block (K raised until <=)
-inline constexpr int kRowsFwdMaxThreads = 512;  ///< resident-grid forward: largest block
+inline constexpr int kRowsFwdMaxThreads = 512;  ///< ring forward: largest block
 inline constexpr int kBwdTargetThreads = 256;
 inline constexpr int kFusedMaxThreads = 256;  ///< fused backward block limit
 inline constexpr int kFusedMaxK = 4;          ///< fused backward: up to 1024 units per row
@@ -182,6 +182,39 @@ __device__ __forceinline__ bool in_row(int lo, int j, int n) { return lo + j >= 
 
 }  // namespace detail
 
+// cp.async (sm_80+): 16-byte global -> shared copies completing asynchronously in commit
+// groups; wait_group<N> returns once all but the newest N groups of this thread are
+// complete and visible to it. Older architectures copy synchronously.
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
+#else
+  *static_cast<uint4*>(smem) = *static_cast<const uint4*>(gmem);
+#endif
+}
+__device__ __forceinline__ void cp_async_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+#endif
+}
+
+template <typename T>
+__device__ __forceinline__ Unit<T> unit_from_u4(const uint4& q) {
+  Unit<T> u;
+  u.w[0] = q.x;
+  u.w[1] = q.y;
+  u.w[2] = q.z;
+  u.w[3] = q.w;
+  return u;
+}
+
 // =====================================================================================
 // forward
 // =====================================================================================
@@ -228,14 +261,17 @@ struct FwdRow {
 };
 
 /// The per-row forward, identical in every forward kernel: xc / rc hold this thread's K
-/// units of x (and residual) of the row (zero units past the row's end); with kPreW, wc /
-/// bc hold its units of w (and b), else they are loaded here, after the reductions. The
+/// units of x (and residual) of the row (zero units past the row's end); wb(k, u, lo,
+/// full, wu, bu) gives its k-th units of w (and b) (unit u, first element lo), after the
+/// reductions. The
 /// statistic by fixed-order block reductions (block_sum: the order is fixed by the block
-/// size), then normalize-and-store from the same registers. `red` is free on return.
-template <class P, typename T, int K, bool kPreW>
+/// size), then normalize-and-store from the same registers. after_first() runs right after
+/// the first block reduction (every value this thread loaded has been used by then).
+/// `red` is free on return.
+template <class P, typename T, int K, class WB, class After>
 __device__ __forceinline__ void forward_row(const FwdArgs<T>& a, const FwdRow<P, T>& R, Unit<T> (&xc)[K],
-                                            Unit<T> (&rc)[P::kResidual ? K : 1], const Unit<T> (&wc)[kPreW ? K : 1],
-                                            const Unit<T> (&bc)[(kPreW && P::kBias) ? K : 1], acc_t<T> (*red)[32]) {
+                                            Unit<T> (&rc)[P::kResidual ? K : 1], WB&& wb, acc_t<T> (*red)[32],
+                                            After&& after_first) {
   using A = acc_t<T>;
   constexpr int V = kVec<T>;
   const int hidden = a.hidden;
@@ -266,6 +302,7 @@ __device__ __forceinline__ void forward_row(const FwdArgs<T>& a, const FwdRow<P,
     }
   }
   block_sum<1>(s, red);
+  after_first();
   A mean = A(0);
   A r;
   if constexpr (P::kMeanVar) {
@@ -301,14 +338,7 @@ __device__ __forceinline__ void forward_row(const FwdArgs<T>& a, const FwdRow<P,
       const int lo = u * V - R.shift;
       const bool full = unit_is_full<T>(lo, hidden);
       Unit<T> wu, bu;
-      if constexpr (kPreW) {
-        wu = wc[k];
-        bu = bc[P::kBias ? k : 0];
-      } else {
-        wu = load_unit(a.w, lo, hidden, full && R.w_al);
-        bu = wu;
-        if constexpr (P::kBias) bu = load_unit(a.b, lo, hidden, full && R.b_al);
-      }
+      wb(k, u, lo, full, wu, bu);
       A out[V];
 #pragma unroll
       for (int j = 0; j < V; ++j)
@@ -336,79 +366,163 @@ __device__ __forceinline__ void load_fwd_row(const FwdRow<P, T>& R, int hidden, 
   }
 }
 
-/// Per-row kernel (rows of any 16-byte phase): one block per row; each thread caches K
-/// units of x (and residual) in registers through the reductions and the normalize step,
-/// so the row is read once; w (and b) are read after the reductions.
-template <class P, typename T, int K>
-__global__ void __launch_bounds__(kMaxThreads) row_norm_forward_cached_kernel(const FwdArgs<T> a) {
-  __shared__ acc_t<T> red[1][32];
-  const FwdRow<P, T> R(a, blockIdx.x);
-  Unit<T> xc[K], rc[P::kResidual ? K : 1];
-  const Unit<T> none[1] = {zero_unit<T>()};
-  load_fwd_row<P, T, K>(R, a.hidden, xc, rc);
-  forward_row<P, T, K, false>(a, R, xc, rc, none, none, red);
+/// w (and b) of unit u from global memory, as the row's grid allows.
+template <class P, typename T>
+__device__ __forceinline__ void wb_global(const FwdArgs<T>& a, const FwdRow<P, T>& R, int lo, bool full, Unit<T>& wu,
+                                          Unit<T>& bu) {
+  wu = load_unit(a.w, lo, a.hidden, full && R.w_al);
+  bu = wu;
+  if constexpr (P::kBias) bu = load_unit(a.b, lo, a.hidden, full && R.b_al);
 }
 
-/// Resident-grid kernel, for hidden % VEC == 0 (every row has x's 16-byte phase, so a
-/// thread owns the same columns in every row): grid = min(rows, blocks resident on the
-/// device); block b walks rows b, b + grid, ... in order. Its units of w (and b) are
-/// loaded once, and the next D rows' units of x (and residual) are in flight in registers
-/// while the current row is reduced and stored, so DRAM sees reads of later rows during
-/// every row's reductions, and no row waits for w. The row's block shape and per-row math
-/// are the per-row kernel's: bitwise the same row whichever kernel, grid or row count.
-template <class P, typename T, int K, int D>
-__global__ void __launch_bounds__(kRowsFwdMaxThreads)
-    row_norm_forward_rows_kernel(const FwdArgs<T> a, int64_t rows) {
+/// Per-row kernel (rows of any 16-byte phase): one block per row; each thread caches K
+/// units of x (and residual) in registers through the reductions and the normalize step,
+/// so the row is read once. With kSmemW (launch: dynamic shared memory of kFwdWParts x
+/// units x 16 bytes), each thread first cp.asyncs its full 16-byte aligned units of w (and
+/// b) into shared memory, so they arrive while x is reduced (no dependent global round
+/// trip after the reductions, and no registers held); it reads back only what it copied
+/// itself. Otherwise (and for partial units) w (b) are read after the reductions.
+template <class P, typename T, int K, bool kSmemW>
+__global__ void __launch_bounds__(kMaxThreads) row_norm_forward_cached_kernel(const FwdArgs<T> a) {
   constexpr int V = kVec<T>;
-  constexpr int KR = P::kResidual ? K : 1;
-  constexpr int KB = P::kBias ? K : 1;
   __shared__ acc_t<T> red[1][32];
-  const int hidden = a.hidden;
-  const int64_t stride = gridDim.x;
-  int64_t row = blockIdx.x;
-  if (row >= rows) return;
+  extern __shared__ uint4 sw[];  // kSmemW: [w | b][units]
+  const FwdRow<P, T> R(a, blockIdx.x);
+  const int tid = static_cast<int>(threadIdx.x);
+  const int nthr = static_cast<int>(blockDim.x);
+  const int units = nthr * K;
+  const bool stage = kSmemW && R.w_al && (!P::kBias || R.b_al);
+  if constexpr (kSmemW) {
+    if (stage) {
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        const int u = tid + k * nthr;
+        const int lo = u * V - R.shift;
+        if (u < R.nunits && unit_is_full<T>(lo, a.hidden)) {
+          cp_async16(sw + u, a.w + lo);
+          if constexpr (P::kBias) cp_async16(sw + units + u, a.b + lo);
+        }
+      }
+    }
+    cp_async_commit();
+  }
+  Unit<T> xc[K], rc[P::kResidual ? K : 1];
+  load_fwd_row<P, T, K>(R, a.hidden, xc, rc);
+  auto wb = [&](int, int u, int lo, bool full, Unit<T>& wu, Unit<T>& bu) {
+    if (kSmemW && stage && full) {
+      wu = unit_from_u4<T>(sw[u]);
+      bu = wu;
+      if constexpr (P::kBias) bu = unit_from_u4<T>(sw[units + u]);
+    } else {
+      wb_global<P, T>(a, R, lo, full, wu, bu);
+    }
+  };
+  forward_row<P, T, K>(a, R, xc, rc, wb, red, [] {
+    if constexpr (kSmemW) cp_async_wait<0>();
+  });
+}
 
-  Unit<T> wc[K], bc[KB];
-  {
-    const FwdRow<P, T> R(a, row);
-    const int tid = static_cast<int>(threadIdx.x);
-    const int nthr = static_cast<int>(blockDim.x);
+/// Ring kernel, for rows whose every unit is full and 16-byte aligned in x (and residual)
+/// (hidden % VEC == 0, those pointers 16-byte aligned: shift 0): grid = min(rows, blocks
+/// resident on the device), rows dealt evenly; block b walks rows b, b + grid, ... in
+/// order. Each thread cp.asyncs its own units of the block's next S rows into a ring of S
+/// row slots in shared memory (commit group g holds the block's row g), and on a row's
+/// turn copies its units into registers, refills that slot with the row S ahead (it reads
+/// only what it copied itself: no barrier) and runs forward_row. So S rows per block are
+/// in flight from DRAM while the current one is reduced and stored, at the per-row
+/// kernel's register cost. With kWReg, the thread's units of w (and b) are loaded once.
+/// The block shape and the per-row math are the per-row kernel's: bitwise the same row
+/// whichever kernel, grid or row count.
+template <class P, typename T, int K, int S, bool kWReg>
+__global__ void __launch_bounds__(kRowsFwdMaxThreads, 2)
+    row_norm_forward_ring_kernel(const FwdArgs<T> a, int64_t rows) {
+  constexpr int V = kVec<T>;
+  constexpr int NT = P::kResidual ? 2 : 1;
+  constexpr int KR = P::kResidual ? K : 1;
+  constexpr int KW = kWReg ? K : 1;
+  constexpr int KB = (kWReg && P::kBias) ? K : 1;
+  static_assert(S >= 1, "at least one row in flight");
+  __shared__ acc_t<T> red[1][32];
+  extern __shared__ uint4 fring[];  // [S][NT][nunits]
+  const int hidden = a.hidden;
+  const int nunits = hidden / V;
+  const int tid = static_cast<int>(threadIdx.x);
+  const int nthr = static_cast<int>(blockDim.x);
+  const int64_t stride = gridDim.x;
+  const int64_t first = blockIdx.x;
+  if (first >= rows) return;
+
+  auto issue = [&](int64_t row, int slot) {
+    uint4* base = fring + static_cast<size_t>(slot) * NT * nunits;
+    const uint4* xs = reinterpret_cast<const uint4*>(a.x + row * hidden);
 #pragma unroll
     for (int k = 0; k < K; ++k) {
       const int u = tid + k * nthr;
-      const int lo = u * V - R.shift;
-      const bool full = unit_is_full<T>(lo, hidden);
-      const bool in = u < R.nunits;
-      wc[k] = in ? load_unit(a.w, lo, hidden, full && R.w_al) : zero_unit<T>();
-      if constexpr (P::kBias) bc[k] = in ? load_unit(a.b, lo, hidden, full && R.b_al) : zero_unit<T>();
+      if (u < nunits) {
+        cp_async16(base + u, xs + u);
+        if constexpr (P::kResidual) cp_async16(base + nunits + u, reinterpret_cast<const uint4*>(a.res + row * hidden) + u);
+      }
+    }
+  };
+
+  Unit<T> wc[KW], bc[KB];
+  if constexpr (kWReg) {
+    const bool w_al = grid_is_aligned(a.w, 0);
+    const bool b_al = P::kBias ? grid_is_aligned(a.b, 0) : false;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const int u = tid + k * nthr;
+      wc[k] = u < nunits ? load_unit(a.w, u * V, hidden, w_al) : zero_unit<T>();
+      if constexpr (P::kBias) bc[k] = u < nunits ? load_unit(a.b, u * V, hidden, b_al) : zero_unit<T>();
     }
     if constexpr (!P::kBias) bc[0] = zero_unit<T>();
+  } else {
+    wc[0] = bc[0] = zero_unit<T>();
   }
 
-  Unit<T> xb[D + 1][K], rb[D + 1][KR];
 #pragma unroll
-  for (int d = 0; d <= D; ++d) {
-    if (row + d * stride < rows) load_fwd_row<P, T, K>(FwdRow<P, T>(a, row + d * stride), hidden, xb[d], rb[d]);
+  for (int s = 0; s < S; ++s) {
+    if (first + s * stride < rows) issue(first + s * stride, s);
+    cp_async_commit();
   }
+  int slot = 0;
 #pragma unroll 1
-  for (; row < rows; row += stride) {
-    // Opaque each trip: the widened w (b) would otherwise be hoisted out of the loop and
-    // held as 2x the registers.
+  for (int64_t row = first; row < rows; row += stride) {
+    cp_async_wait<S - 1>();  // this row's group is complete
+    const uint4* base = fring + static_cast<size_t>(slot) * NT * nunits;
+    Unit<T> xc[K], rc[KR];
 #pragma unroll
-    for (int k = 0; k < K; ++k) keep_packed(wc[k]);
-#pragma unroll
-    for (int k = 0; k < KB; ++k) keep_packed(bc[k]);
-    forward_row<P, T, K, true>(a, FwdRow<P, T>(a, row), xb[0], rb[0], wc, bc, red);
-#pragma unroll
-    for (int d = 0; d < D; ++d) {
-#pragma unroll
-      for (int k = 0; k < K; ++k) xb[d][k] = xb[d + 1][k];
-#pragma unroll
-      for (int k = 0; k < KR; ++k) rb[d][k] = rb[d + 1][k];
+    for (int k = 0; k < K; ++k) {
+      const int u = tid + k * nthr;
+      xc[k] = u < nunits ? unit_from_u4<T>(base[u]) : zero_unit<T>();
+      if constexpr (P::kResidual) rc[k] = u < nunits ? unit_from_u4<T>(base[nunits + u]) : zero_unit<T>();
     }
-    const int64_t ahead = row + (D + 1) * stride;
-    if (ahead < rows) load_fwd_row<P, T, K>(FwdRow<P, T>(a, ahead), hidden, xb[D], rb[D]);
+    if constexpr (kWReg) {
+#pragma unroll
+      for (int k = 0; k < K; ++k) keep_packed(wc[k]);  // no widened copy hoisted out of the loop
+#pragma unroll
+      for (int k = 0; k < KB; ++k) keep_packed(bc[k]);
+    }
+    // The slot is refilled with the row S ahead once this thread's values from it have
+    // been used (after the first reduction): no write-after-read race on its own units.
+    auto refill = [&] {
+      const int64_t ahead = row + S * stride;
+      if (ahead < rows) issue(ahead, slot);
+      cp_async_commit();
+    };
+    const FwdRow<P, T> R(a, row);
+    auto wb = [&](int k, int, int lo, bool full, Unit<T>& wu, Unit<T>& bu) {
+      if constexpr (kWReg) {
+        wu = wc[k];
+        bu = bc[P::kBias ? k : 0];
+      } else {
+        wb_global<P, T>(a, R, lo, full, wu, bu);
+      }
+    };
+    forward_row<P, T, K>(a, R, xc, rc, wb, red, refill);
+    slot = slot == S - 1 ? 0 : slot + 1;
   }
+  cp_async_wait<0>();
 }
 
 /// Rows too long for the register cache (RMS policies): the same math, the row read
@@ -763,39 +877,6 @@ __global__ void __launch_bounds__(kRowsBoundThreads<P, K, kFused>, kRowsBoundBlo
   }
 }
 
-// cp.async (sm_80+): 16-byte global -> shared copies completing asynchronously in commit
-// groups; wait_group<N> returns once all but the newest N groups of this thread are
-// complete and visible to it. Older architectures copy synchronously.
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
-#else
-  *static_cast<uint4*>(smem) = *static_cast<const uint4*>(gmem);
-#endif
-}
-__device__ __forceinline__ void cp_async_commit() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-#endif
-}
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-#endif
-}
-
-template <typename T>
-__device__ __forceinline__ Unit<T> unit_from_u4(const uint4& q) {
-  Unit<T> u;
-  u.w[0] = q.x;
-  u.w[1] = q.y;
-  u.w[2] = q.z;
-  u.w[3] = q.w;
-  return u;
-}
-
 /// Dynamic shared memory of the ring kernel: kRingStages row slots of kRowIn tensors.
 template <class P, typename T>
 size_t ring_smem_bytes(int64_t hidden) {
@@ -812,7 +893,7 @@ constexpr int kRingBoundBlocks = K >= 4 ? 2 : (P::kBias ? 3 : 4);
 /// commit groups holds row r_begin + g. The slot of row i - 1 is refilled only after row
 /// i's gradient-sum reduction (a barrier after every thread's reads of that slot). The
 /// row math is backward_row's, reading units from the ring.
-template <class P, typename T, int K, int kMode>
+template <class P, typename T, int K>
 __global__ void __launch_bounds__(kFusedMaxThreads, kRingBoundBlocks<P, K>)
     row_norm_backward_ring_kernel(const BwdArgs<T> a) {
   using A = acc_t<T>;
@@ -832,35 +913,28 @@ __global__ void __launch_bounds__(kFusedMaxThreads, kRingBoundBlocks<P, K>)
   const int64_t r_end = r_begin + a.rows_per_chunk < a.rows ? r_begin + a.rows_per_chunk : a.rows;
 
   const bool w_al = grid_is_aligned(a.w, 0);
-  // Modes (BackwardOptions): 0 and 2 hold this thread's units of w in registers for the
-  // whole chunk (the ring's rows all have shift 0: the same columns in every row); 0
-  // loads the row's d_residual_out units into registers at the row's start, 2 one row
-  // ahead; 1 reads w and d_residual_out where they are used.
-  constexpr bool kWReg = kMode != 1;
-  constexpr int KW = kWReg ? K : 1;
-  constexpr int KD = (P::kResidual && kMode != 1) ? K : 1;
-  Unit<T> wc[KW], dc[KD], dn[(P::kResidual && kMode == 2) ? K : 1];
-  if constexpr (kWReg) {
+  // This thread's units of w, held in registers for the whole chunk (the ring's rows
+  // all have shift 0: the same columns in every row), and (residual policies) the row's
+  // units of d_residual_out, loaded at the row's start so that they arrive while the
+  // row's sums are reduced.
+  constexpr int KD = P::kResidual ? K : 1;
+  Unit<T> wc[K], dc[KD];
 #pragma unroll
-    for (int k = 0; k < K; ++k) {
-      const int u = tid + k * nthr;
-      wc[k] = u < nunits ? load_unit(a.w, u * V, hidden, w_al) : zero_unit<T>();
-    }
+  for (int k = 0; k < K; ++k) {
+    const int u = tid + k * nthr;
+    wc[k] = u < nunits ? load_unit(a.w, u * V, hidden, w_al) : zero_unit<T>();
   }
-  auto load_dres = [&](int64_t row, Unit<T> (&d)[KD]) {
-    if constexpr (P::kResidual && kMode != 1) {
+  auto load_dres = [&](int64_t row) {
+    if constexpr (P::kResidual) {
       const T* drr = a.dres + row * hidden;
       const bool dr_al = grid_is_aligned(drr, 0);
 #pragma unroll
       for (int k = 0; k < K; ++k) {
         const int u = tid + k * nthr;
-        d[k] = u < nunits ? load_unit(drr, u * V, hidden, dr_al) : zero_unit<T>();
+        dc[k] = u < nunits ? load_unit(drr, u * V, hidden, dr_al) : zero_unit<T>();
       }
     }
   };
-  if constexpr (P::kResidual && kMode == 2) {
-    if (r_begin < r_end) load_dres(r_begin, dn);
-  }
   auto issue = [&](int64_t row, int slot) {
     const int64_t off = row * hidden;
     uint4* base = ring + static_cast<size_t>(slot) * NT * nunits;
@@ -901,10 +975,8 @@ __global__ void __launch_bounds__(kFusedMaxThreads, kRingBoundBlocks<P, K>)
   int slot = 0;
 #pragma unroll 1
   for (int64_t row = r_begin; row < r_end; ++row) {
-    if constexpr (kWReg) {
 #pragma unroll
-      for (int k = 0; k < K; ++k) keep_packed(wc[k]);  // no widened copy hoisted out of the loop
-    }
+    for (int k = 0; k < K; ++k) keep_packed(wc[k]);  // no widened copy hoisted out of the loop
     cp_async_wait<S - 2>();  // this row's group is complete
     const uint4* base = ring + static_cast<size_t>(slot) * NT * nunits;
     auto src = [&](int k, int t) -> Unit<T> {
@@ -921,27 +993,9 @@ __global__ void __launch_bounds__(kFusedMaxThreads, kRingBoundBlocks<P, K>)
       if (row + S - 1 < r_end) issue(row + S - 1, refill);
       cp_async_commit();
     };
-    if constexpr (P::kResidual && kMode == 0) load_dres(row, dc);
-    if constexpr (P::kResidual && kMode == 2) {
-#pragma unroll
-      for (int k = 0; k < K; ++k) dc[k] = dn[k];
-      if (row + 1 < r_end) load_dres(row + 1, dn);
-    }
-    auto wsrc = [&](int k, int lo, bool full) -> Unit<T> {
-      if constexpr (kWReg) {
-        return wc[k];
-      } else {
-        return load_unit(a.w, lo, hidden, full && w_al);
-      }
-    };
-    auto dsrc = [&](int k, int lo, bool full) -> Unit<T> {
-      if constexpr (kMode != 1) {
-        return dc[k];
-      } else {
-        const T* drr = a.dres + row * hidden;
-        return load_unit(drr, lo, hidden, full && grid_is_aligned(drr, 0));
-      }
-    };
+    load_dres(row);
+    auto wsrc = [&](int k, int, bool) -> Unit<T> { return wc[k]; };
+    auto dsrc = [&](int k, int, bool) -> Unit<T> { return dc[P::kResidual ? k : 0]; };
     backward_row<P, T, K, true>(a, row, 0, nunits, src, wsrc, dsrc, [] {}, after, red, dwacc, dbacc);
     slot = slot == S - 1 ? 0 : slot + 1;
   }
@@ -1351,62 +1405,99 @@ size_t atomic_workspace_bytes(int64_t rows, int64_t hidden) {
 }
 
 /// Forward tuning knob (the tune_* variants; the main target uses mode 0):
-///   0: resident-grid kernel, 1 row in flight ahead, grid = the resident blocks, rows dealt evenly;
-///   1: the per-row kernel only (one block per row);
-///   2: resident-grid kernel, 2 rows in flight ahead;
-///   3: resident-grid kernel, 1 row ahead, half the resident blocks (twice the rows each).
+///   0: per-row kernel, w (b) staged in shared memory by cp.async at the block's start;
+///   1: per-row kernel, w (b) read from global memory after the reductions;
+///   2, 3, 4: ring kernel with 3, 4, 6 rows in flight per block, w (b) held in registers.
 struct ForwardOptions {
   int mode = 0;
 };
 
-/// Blocks of the resident-grid forward kernel (P, T, K, D) with `threads` threads that
-/// the current device holds at once: SMs x cudaOccupancyMaxActiveBlocksPerMultiprocessor,
-/// cached per device and block size. Only the grid size depends on it, never a row's
-/// result. 0 on error.
-template <class P, typename T, int K, int D>
-int64_t resident_fwd_blocks(int threads) {
+/// Dynamic shared memory of the forward ring kernel: S row slots of x (and residual).
+template <class P, typename T>
+size_t fwd_ring_smem_bytes(int stages, int64_t hidden) {
+  return static_cast<size_t>(stages) * (P::kResidual ? 2 : 1) * static_cast<size_t>(hidden / kVec<T>) * 16;
+}
+inline constexpr size_t kFwdRingMaxSmem = 96 * 1024;  ///< larger rings: the per-row kernel
+
+/// Blocks of the forward ring kernel (P, T, K, S, kWReg) with `threads` threads and `smem`
+/// bytes of ring that the current device holds at once: SMs x
+/// cudaOccupancyMaxActiveBlocksPerMultiprocessor, cached per device and (threads, smem).
+/// Only the grid size depends on it, never a row's result. 0 on error.
+template <class P, typename T, int K, int S, bool kWReg>
+int64_t resident_fwd_blocks(int threads, size_t smem) {
   constexpr int kDevices = 64;
-  constexpr int kSizes = kRowsFwdMaxThreads / 32 + 1;
-  static std::atomic<int> cache[kDevices][kSizes];  // static storage: zero-initialized
+  constexpr int kSlots = 64;
+  struct Entry {
+    std::atomic<long long> key;
+    std::atomic<int> blocks;
+  };
+  static Entry cache[kDevices][kSlots];  // static storage: zero-initialized
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || dev < 0) return 0;
-  std::atomic<int>* slot = dev < kDevices ? &cache[dev][threads / 32] : nullptr;
-  if (slot != nullptr) {
-    const int v = slot->load(std::memory_order_relaxed);
-    if (v > 0) return v;
+  const long long key = (static_cast<long long>(threads) << 32) | static_cast<long long>(smem);
+  Entry* e = dev < kDevices ? &cache[dev][(threads / 32 * 131 + smem / 16) % kSlots] : nullptr;
+  if (e != nullptr && e->key.load(std::memory_order_acquire) == key) {
+    const int v = e->blocks.load(std::memory_order_acquire);
+    if (v > 0 && e->key.load(std::memory_order_acquire) == key) return v;
   }
-  int sms = 0, per_sm = 0;
-  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) return 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, row_norm_forward_rows_kernel<P, T, K, D>, threads, 0) !=
+  auto* kernel = row_norm_forward_ring_kernel<P, T, K, S, kWReg>;
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kFwdRingMaxSmem)) !=
       cudaSuccess)
     return 0;
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                           static_cast<int>(cudaSharedmemCarveoutMaxShared)) != cudaSuccess)
+    return 0;
+  int sms = 0, per_sm = 0;
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) return 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem) != cudaSuccess) return 0;
   const int v = sms * (per_sm > 0 ? per_sm : 1);
-  if (slot != nullptr) slot->store(v, std::memory_order_relaxed);
+  if (e != nullptr) {
+    e->blocks.store(0, std::memory_order_release);
+    e->key.store(key, std::memory_order_release);
+    e->blocks.store(v, std::memory_order_release);
+  }
   return v;
 }
 
-/// Resident-grid launch: the rows dealt evenly, ceil(rows / blocks) each, over
-/// ceil(rows / that) blocks (no partly filled last round of rows).
-template <class P, typename T, int K, int D>
-cudaError_t launch_fwd_rows(const FwdArgs<T>& a, int64_t rows, int threads, int divisor, cudaStream_t stream) {
-  int64_t slots = resident_fwd_blocks<P, T, K, D>(threads) / divisor;
+/// Ring launch: the rows dealt evenly, ceil(rows / resident blocks) each, over
+/// ceil(rows / that) blocks (no partly filled last round of rows). The attributes are set
+/// on every device's first launch (resident_fwd_blocks).
+template <class P, typename T, int K, int S, bool kWReg>
+cudaError_t launch_fwd_ring(const FwdArgs<T>& a, int64_t rows, int threads, cudaStream_t stream) {
+  const size_t smem = fwd_ring_smem_bytes<P, T>(S, a.hidden);
+  const int64_t slots = resident_fwd_blocks<P, T, K, S, kWReg>(threads, smem);
   if (slots < 1) {
-    const cudaError_t err = cudaGetLastError();  // clear a failed query; fall back to one block per row
-    (void)err;
-    slots = rows;
+    const cudaError_t err = cudaGetLastError();
+    return err != cudaSuccess ? err : cudaErrorUnknown;
   }
   const int64_t per_block = ceil_div(rows, slots);
   const int64_t grid = ceil_div(rows, per_block);
-  row_norm_forward_rows_kernel<P, T, K, D><<<dim3(static_cast<unsigned>(grid)), threads, 0, stream>>>(a, rows);
+  row_norm_forward_ring_kernel<P, T, K, S, kWReg>
+      <<<dim3(static_cast<unsigned>(grid)), threads, smem, stream>>>(a, rows);
   return cudaGetLastError();
 }
 
 template <class P, typename T, int K>
-cudaError_t launch_fwd_resident(const FwdArgs<T>& a, int64_t rows, int threads, int mode, cudaStream_t stream) {
+cudaError_t launch_fwd_ring_mode(const FwdArgs<T>& a, int64_t rows, int threads, int mode, cudaStream_t stream) {
   switch (mode) {
-    case 2: return launch_fwd_rows<P, T, K, 2>(a, rows, threads, 1, stream);
-    case 3: return launch_fwd_rows<P, T, K, 1>(a, rows, threads, 2, stream);
-    default: return launch_fwd_rows<P, T, K, 1>(a, rows, threads, 1, stream);
+    case 3: return launch_fwd_ring<P, T, K, 4, true>(a, rows, threads, stream);
+    case 4: return launch_fwd_ring<P, T, K, 6, true>(a, rows, threads, stream);
+    default: return launch_fwd_ring<P, T, K, 3, true>(a, rows, threads, stream);
+  }
+}
+
+inline int fwd_ring_stages(int mode) { return mode == 3 ? 4 : mode == 4 ? 6 : 3; }
+
+/// Per-row launch; w (b) staged in shared memory when `smem_w` and the staging area fits
+/// the default 48 KB of dynamic shared memory.
+template <class P, typename T, int K>
+void launch_fwd_cached(const FwdArgs<T>& a, int64_t rows, int threads, bool smem_w, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(rows));
+  const size_t bytes = static_cast<size_t>(P::kBias ? 2 : 1) * threads * K * 16;
+  if (smem_w && bytes <= 48 * 1024) {
+    row_norm_forward_cached_kernel<P, T, K, true><<<grid, threads, bytes, stream>>>(a);
+  } else {
+    row_norm_forward_cached_kernel<P, T, K, false><<<grid, threads, 0, stream>>>(a);
   }
 }
 
@@ -1417,24 +1508,28 @@ cudaError_t launch_forward(const FwdArgs<T>& a, int64_t rows, cudaStream_t strea
   constexpr int KM = P::template kFwdMaxK<T>;
   const dim3 grid(static_cast<unsigned>(rows));
   const CachedConfig cfg = pick_cached_config(max_units_per_row(a.x, a.hidden), KM, kFwdTargetThreads);
-  // Resident grid: every row of x's 16-byte phase, K <= 4, a block of <= 512 threads.
-  if (opt.mode != 1 && a.hidden % kVec<T> == 0 && cfg.k >= 1 && cfg.k <= 4 && cfg.threads <= kRowsFwdMaxThreads) {
+  // Ring kernel: every unit full and 16-byte aligned in x (and residual), K <= 4, a block
+  // of <= 512 threads and a ring of <= 96 KB.
+  if (opt.mode >= 2 && a.hidden % kVec<T> == 0 && aligned16(a.x) && (!P::kResidual || aligned16(a.res)) &&
+      cfg.k >= 1 && cfg.k <= 4 && cfg.threads <= kRowsFwdMaxThreads &&
+      fwd_ring_smem_bytes<P, T>(fwd_ring_stages(opt.mode), a.hidden) <= kFwdRingMaxSmem) {
     switch (cfg.k) {
-      case 1: return launch_fwd_resident<P, T, 1>(a, rows, cfg.threads, opt.mode, stream);
-      case 2: return launch_fwd_resident<P, T, 2>(a, rows, cfg.threads, opt.mode, stream);
+      case 1: return launch_fwd_ring_mode<P, T, 1>(a, rows, cfg.threads, opt.mode, stream);
+      case 2: return launch_fwd_ring_mode<P, T, 2>(a, rows, cfg.threads, opt.mode, stream);
       default:
-        if constexpr (KM >= 4) return launch_fwd_resident<P, T, 4>(a, rows, cfg.threads, opt.mode, stream);
+        if constexpr (KM >= 4) return launch_fwd_ring_mode<P, T, 4>(a, rows, cfg.threads, opt.mode, stream);
         break;
     }
   }
+  const bool smem_w = opt.mode != 1;
   switch (cfg.k) {
-    case 1: row_norm_forward_cached_kernel<P, T, 1><<<grid, cfg.threads, 0, stream>>>(a); break;
-    case 2: row_norm_forward_cached_kernel<P, T, 2><<<grid, cfg.threads, 0, stream>>>(a); break;
+    case 1: launch_fwd_cached<P, T, 1>(a, rows, cfg.threads, smem_w, stream); break;
+    case 2: launch_fwd_cached<P, T, 2>(a, rows, cfg.threads, smem_w, stream); break;
     case 4:
-      if constexpr (KM >= 4) row_norm_forward_cached_kernel<P, T, 4><<<grid, cfg.threads, 0, stream>>>(a);
+      if constexpr (KM >= 4) launch_fwd_cached<P, T, 4>(a, rows, cfg.threads, smem_w, stream);
       break;
     case 8:
-      if constexpr (KM >= 8) row_norm_forward_cached_kernel<P, T, 8><<<grid, cfg.threads, 0, stream>>>(a);
+      if constexpr (KM >= 8) launch_fwd_cached<P, T, 8>(a, rows, cfg.threads, smem_w, stream);
       break;
     default:
       if constexpr (P::kMeanVar) {
@@ -1449,9 +1544,9 @@ cudaError_t launch_forward(const FwdArgs<T>& a, int64_t rows, cudaStream_t strea
 
 /// Launches the ring kernel with its slots in dynamic shared memory; the attributes are
 /// set on every call (cheap, and right for whichever device is current).
-template <class P, typename T, int K, int kMode>
+template <class P, typename T, int K>
 cudaError_t launch_ring(const BwdArgs<T>& a, int threads, cudaStream_t stream) {
-  auto* kernel = row_norm_backward_ring_kernel<P, T, K, kMode>;
+  auto* kernel = row_norm_backward_ring_kernel<P, T, K>;
   const size_t max_smem = ring_smem_bytes<P, T>(int64_t(K) * kFusedMaxThreads * kVec<T>);
   cudaError_t err =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(max_smem));
@@ -1491,26 +1586,8 @@ cudaError_t finish_partials(const BwdArgs<T>& a, T* dw, T* db, acc_t<T>* acc, cu
 /// Backward launch (arguments validated, rows >= 1, workspace >= workspace_bytes<P> or,
 /// with atomic, atomic_workspace_bytes<P>). a.x, a.res, a.w, a.dy, a.dres, a.dx, a.rows,
 /// a.hidden, a.eps set by the caller; the rest is filled in here.
-/// Backward tuning knob (the tune_* variants; the main target uses mode 0): the ring
-/// kernel's handling of w and d_residual_out (row_norm_backward_ring_kernel).
-struct BackwardOptions {
-  int mode = 0;
-};
-
-template <class P, typename T, int K>
-cudaError_t launch_ring_mode(const BwdArgs<T>& a, int threads, int mode, cudaStream_t stream) {
-  switch (mode) {
-    case 1: return launch_ring<P, T, K, 1>(a, threads, stream);
-    case 2:
-      if constexpr (P::kResidual) return launch_ring<P, T, K, 2>(a, threads, stream);
-      return launch_ring<P, T, K, 0>(a, threads, stream);
-    default: return launch_ring<P, T, K, 0>(a, threads, stream);
-  }
-}
-
 template <class P, typename T>
-cudaError_t launch_backward(BwdArgs<T> a, T* dw, T* db, void* workspace, bool atomic, cudaStream_t stream,
-                            BackwardOptions opt = {}) {
+cudaError_t launch_backward(BwdArgs<T> a, T* dw, T* db, void* workspace, bool atomic, cudaStream_t stream) {
   using A = acc_t<T>;
   constexpr int V = kVec<T>;
   const int64_t rows = a.rows;
@@ -1535,9 +1612,9 @@ cudaError_t launch_backward(BwdArgs<T> a, T* dw, T* db, void* workspace, bool at
     const bool ring = aligned16(a.x) && aligned16(a.dy) && (!P::kResidual || aligned16(a.res));
     if (ring) {
       switch (fcfg.k) {
-        case 1: err = launch_ring_mode<P, T, 1>(a, fcfg.threads, opt.mode, stream); break;
-        case 2: err = launch_ring_mode<P, T, 2>(a, fcfg.threads, opt.mode, stream); break;
-        default: err = launch_ring_mode<P, T, 4>(a, fcfg.threads, opt.mode, stream); break;
+        case 1: err = launch_ring<P, T, 1>(a, fcfg.threads, stream); break;
+        case 2: err = launch_ring<P, T, 2>(a, fcfg.threads, stream); break;
+        default: err = launch_ring<P, T, 4>(a, fcfg.threads, stream); break;
       }
     } else {
       // Register path: the next row prefetched for the two-tensor policies without db.

@@ -75,13 +75,13 @@ size_t backward_workspace_bytes(int64_t rows, int64_t hidden);
 template <typename T>
 cudaError_t backward(const T* x, const T* residual, const T* w, const T* dy, const T* d_residual_out, T* dx,
                      T* dw, int64_t rows, int64_t hidden, double eps, void* workspace, size_t workspace_bytes,
-                     cudaStream_t stream, int tune_mode = 0);
+                     cudaStream_t stream);
 
 #define NUMGATE_FUSED_ADD_RMSNORM_DECL(T)                                                                   \
   extern template cudaError_t forward<T>(const T*, const T*, const T*, T*, T*, int64_t, int64_t, double,   \
                                          cudaStream_t, int);                                                     \
   extern template cudaError_t backward<T>(const T*, const T*, const T*, const T*, const T*, T*, T*, int64_t, \
-                                          int64_t, double, void*, size_t, cudaStream_t, int);
+                                          int64_t, double, void*, size_t, cudaStream_t);
 NUMGATE_FUSED_ADD_RMSNORM_DECL(float)
 NUMGATE_FUSED_ADD_RMSNORM_DECL(double)
 NUMGATE_FUSED_ADD_RMSNORM_DECL(__half)

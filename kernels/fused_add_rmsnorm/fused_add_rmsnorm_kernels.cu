@@ -128,7 +128,7 @@ size_t backward_workspace_bytes(int64_t rows, int64_t hidden) {
 template <typename T>
 cudaError_t backward(const T* x, const T* residual, const T* w, const T* dy, const T* d_residual_out, T* dx, T* dw,
                      int64_t rows, int64_t hidden, double eps, void* workspace, size_t workspace_bytes,
-                     cudaStream_t stream, int tune_mode) {
+                     cudaStream_t stream) {
   using A = acc_t<T>;
   if (!shape_ok(rows, hidden)) return cudaErrorInvalidValue;
   if (dw == nullptr || !aligned_to_element(dw)) return cudaErrorInvalidValue;
@@ -151,13 +151,13 @@ cudaError_t backward(const T* x, const T* residual, const T* w, const T* dy, con
   a.rows = rows;
   a.hidden = static_cast<int>(hidden);
   a.eps = static_cast<A>(eps);
-  return rn::launch_backward<P, T>(a, dw, nullptr, workspace, false, stream, rn::BackwardOptions{tune_mode});
+  return rn::launch_backward<P, T>(a, dw, nullptr, workspace, false, stream);
 }
 
 #define NUMGATE_FUSED_ADD_RMSNORM_INST(T)                                                                    \
   template cudaError_t forward<T>(const T*, const T*, const T*, T*, T*, int64_t, int64_t, double, cudaStream_t, int); \
   template cudaError_t backward<T>(const T*, const T*, const T*, const T*, const T*, T*, T*, int64_t, int64_t,   \
-                                   double, void*, size_t, cudaStream_t, int);
+                                   double, void*, size_t, cudaStream_t);
 NUMGATE_FUSED_ADD_RMSNORM_INST(float)
 NUMGATE_FUSED_ADD_RMSNORM_INST(double)
 NUMGATE_FUSED_ADD_RMSNORM_INST(__half)

@@ -107,15 +107,14 @@ size_t backward_workspace_bytes(int64_t rows, int64_t hidden);
 /// @return cudaSuccess, cudaErrorInvalidValue for bad arguments, or the launch error.
 template <typename T>
 cudaError_t backward(const T* x, const T* w, const T* dy, T* dx, T* dw, T* db, int64_t rows, int64_t hidden,
-                     double eps, void* workspace, size_t workspace_bytes, cudaStream_t stream,
-                     int tune_mode = 0);
+                     double eps, void* workspace, size_t workspace_bytes, cudaStream_t stream);
 
 // Explicit instantiations live in layernorm_kernels.cu; these are the supported types.
 #define NUMGATE_LAYERNORM_EXTERN(T)                                                                       \
   extern template cudaError_t forward<T>(const T*, const T*, const T*, T*, int64_t, int64_t, double,     \
                                          cudaStream_t, int);                                                   \
   extern template cudaError_t backward<T>(const T*, const T*, const T*, T*, T*, T*, int64_t, int64_t,    \
-                                          double, void*, size_t, cudaStream_t, int);
+                                          double, void*, size_t, cudaStream_t);
 NUMGATE_LAYERNORM_EXTERN(float)
 NUMGATE_LAYERNORM_EXTERN(double)
 NUMGATE_LAYERNORM_EXTERN(__half)

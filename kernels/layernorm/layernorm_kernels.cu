@@ -173,8 +173,7 @@ size_t backward_workspace_bytes(int64_t rows, int64_t hidden) {
 
 template <typename T>
 cudaError_t backward(const T* x, const T* w, const T* dy, T* dx, T* dw, T* db, int64_t rows, int64_t hidden,
-                     double eps, void* workspace, size_t workspace_bytes, cudaStream_t stream,
-                     int tune_mode) {
+                     double eps, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
   using A = acc_t<T>;
   if (!shape_ok(rows, hidden)) return cudaErrorInvalidValue;
   if (dw == nullptr || db == nullptr || !aligned_to_element(dw) || !aligned_to_element(db))
@@ -199,7 +198,7 @@ cudaError_t backward(const T* x, const T* w, const T* dy, T* dx, T* dw, T* db, i
   a.rows = rows;
   a.hidden = static_cast<int>(hidden);
   a.eps = static_cast<A>(eps);
-  return rn::launch_backward<P, T>(a, dw, db, workspace, false, stream, rn::BackwardOptions{tune_mode});
+  return rn::launch_backward<P, T>(a, dw, db, workspace, false, stream);
 }
 
 // -------------------------------------------------------------------------------------
@@ -209,7 +208,7 @@ cudaError_t backward(const T* x, const T* w, const T* dy, T* dx, T* dw, T* db, i
 #define NUMGATE_LAYERNORM_INSTANTIATE(T)                                                                       \
   template cudaError_t forward<T>(const T*, const T*, const T*, T*, int64_t, int64_t, double, cudaStream_t, int);  \
   template cudaError_t backward<T>(const T*, const T*, const T*, T*, T*, T*, int64_t, int64_t, double, void*, \
-                                   size_t, cudaStream_t, int);
+                                   size_t, cudaStream_t);
 NUMGATE_LAYERNORM_INSTANTIATE(float)
 NUMGATE_LAYERNORM_INSTANTIATE(double)
 NUMGATE_LAYERNORM_INSTANTIATE(__half)

@@ -15,16 +15,15 @@ cudaError_t launch_forward_mode(const Launch& l, int mode) {
 }
 cudaError_t launch_forward(const Launch& l) { return launch_forward_mode(l, 0); }
 
-cudaError_t launch_backward_mode(const Launch& l, int mode) {
+cudaError_t launch_backward(const Launch& l) {
   const RowShape sh = launched_rows(l);
   return dispatch(l.spec.dtype, [&](auto tag) {
     using T = decltype(tag);
     return backward<T>(l.ptr<const T>("x"), l.ptr<const T>("w"), l.ptr<const T>("dy"), l.ptr<T>("dx"), l.ptr<T>("dw"),
                        l.ptr<T>("db"), sh.rows, sh.hidden, l.spec.param("eps"), l.workspace, l.workspace_bytes,
-                       l.stream, mode);
+                       l.stream);
   });
 }
-cudaError_t launch_backward(const Launch& l) { return launch_backward_mode(l, 0); }
 
 std::size_t backward_workspace(const CaseSpec& c) { return backward_workspace_bytes(rows_of(c.shape), hidden_of(c)); }
 
@@ -41,19 +40,13 @@ TargetOp make_tune_fwd_target(const char* name, int mode) {
   return t;
 }
 
-TargetOp make_tune_bwd_target(const char* name, int mode) {
-  TargetOp t{"layernorm",
-             {{"Backward", backward_workspace, [mode](const Launch& l) { return launch_backward_mode(l, mode); }}},
-             {}};
-  t.variant = name;
-  return t;
-}
 
 }  // namespace numgate::layernorm
 
 NUMGATE_REGISTER_TARGETS(layernorm) {
   add(numgate::layernorm::make_target());
   add(numgate::layernorm::make_tune_fwd_target("tune_fwd_row", 1));
-  add(numgate::layernorm::make_tune_fwd_target("tune_fwd_d2", 2));
-  add(numgate::layernorm::make_tune_bwd_target("tune_bwd_old", 1));
+  add(numgate::layernorm::make_tune_fwd_target("tune_fwd_ring3", 2));
+  add(numgate::layernorm::make_tune_fwd_target("tune_fwd_ring4", 3));
+  add(numgate::layernorm::make_tune_fwd_target("tune_fwd_ring6", 4));
 }

@@ -61,7 +61,7 @@ TargetOp make_atomic_dw_target() {
   return t;
 }
 
-/// Forward tuning candidates (row_norm::ForwardOptions modes 1..3).
+/// Forward tuning candidates (row_norm::ForwardOptions modes 1..4).
 TargetOp make_tune_fwd_target(const char* name, int mode) {
   TargetOp t{"rmsnorm", {{"Forward", {}, [mode](const Launch& l) { return launch_forward_tuned(l, mode); }}}, {}};
   t.variant = name;
@@ -74,6 +74,7 @@ NUMGATE_REGISTER_TARGETS(rmsnorm) {
   add(numgate::rmsnorm::make_target());
   add(numgate::rmsnorm::make_atomic_dw_target());
   add(numgate::rmsnorm::make_tune_fwd_target("tune_fwd_row", 1));
-  add(numgate::rmsnorm::make_tune_fwd_target("tune_fwd_d2", 2));
-  add(numgate::rmsnorm::make_tune_fwd_target("tune_fwd_half", 3));
+  add(numgate::rmsnorm::make_tune_fwd_target("tune_fwd_ring3", 2));
+  add(numgate::rmsnorm::make_tune_fwd_target("tune_fwd_ring4", 3));
+  add(numgate::rmsnorm::make_tune_fwd_target("tune_fwd_ring6", 4));
 }
