@@ -21,7 +21,9 @@
 //     the block walks its rows in order, computes dx and accumulates the dw (and db)
 //     partial of its columns in registers, and writes one partial row per chunk. Rows in
 //     flight come from a cp.async ring of row slots in shared memory when x, residual
-//     and dy are 16-byte aligned, else from registers;
+//     and dy are 16-byte aligned (then each thread also holds its units of w in
+//     registers for the whole chunk, and loads its units of d_residual_out at the row's
+//     start, so that they arrive while the row's sums are reduced), else from registers;
 //   * backward, separate path (other shapes): dx one block per row, the row statistics
 //     (r, and the mean) stored to the workspace; then a column-tile stage 1 re-reads the
 //     rows and writes per-chunk partials;
@@ -33,6 +35,40 @@
 // on (hidden, dtype, x's 16-byte phase), so dx and y of a row never depend on how many
 // rows are launched with it. No atomics outside the atomic stage 2.
 //
+// Measured (H200, numgate-bench's kernel clock: CUPTI GPU time per launch, bf16, inputs
+// rotated over more than 2x L2; copy = the same GPU's device-to-device memcpy, 4272 GB/s
+// read + write; run of 2026-12-03 on branch rows). Minimal bytes: each row tensor read
+// or written once (s = sizeof(T), N = rows x H), plus the per-column tensors once:
+//
+//   forward (row_norm_forward_cached_kernel): RMS / offset 2Ns, fused add 4Ns, LayerNorm
+//   2Ns. rmsnorm 4x512x4096 (33.6 MB) 11.55 us = 68% of copy; 1x8192x4096 (134 MB)
+//   35.35 us = 89%; fused_add_rmsnorm 4x512x4096 (67 MB) 19.38 us = 81%, 1x2048x5120
+//   (84 MB) 23.50 us = 84%; layernorm 4x512x4096 14.28 us = 55%, 1x2048x5120 (42 MB)
+//   17.49 us = 56%. Limit: not the steady state — the 6144 rows between rmsnorm's two
+//   shapes cost 23.80 us, 4.23 TB/s, 99% of copy — but a fixed ~3.6 us per launch (11.55 us
+//   less 33.6 MB at 4.23 TB/s): each block's chain (load x, block reduction,
+//   correctly rounded divide and sqrt, w (and b) from L2, store) at the start, where the
+//   first wave's blocks reduce together and DRAM idles, and again for the last rows.
+//   LayerNorm's chain has two reductions and w and b, hence its lower figures. Measured
+//   and rejected in the same run: a grid of resident blocks walking rows with the next 1
+//   or 2 rows prefetched in registers (and w held there): 63 to 112 registers, half the
+//   blocks per SM or fewer, 12.18 / 41.08 us rmsnorm, 37.07 us fused add 1x2048x5120 —
+//   a row per block in flight from many blocks beats several rows from fewer blocks.
+//
+//   backward (fused path, row_norm_backward_ring_kernel + row_norm_finalize_kernel): RMS
+//   / offset 3Ns, fused add 5Ns, LayerNorm 3Ns, plus the partials (chunks x H x acc per
+//   partial array, written and read once, L2-resident). rmsnorm 4x512x4096 (50.3 MB)
+//   22.07 us = 53%, 1x8192x4096 (201 MB) 68.64 us = 69%; offset_rmsnorm 4x512x4096
+//   22.56 us = 52%, 1x2048x5120 (63 MB) 26.33 us = 56%; fused_add_rmsnorm 4x512x4096
+//   (84 MB) 29.83 us = 66%, 1x2048x5120 (105 MB) 35.79 us = 69%; layernorm 4x512x4096
+//   31.25 us = 38%, 1x2048x5120 37.12 us = 40%. w in registers and d_residual_out loaded
+//   at the row's start took fused add 1x2048x5120 from 47.50 to 35.79 us and layernorm
+//   1x2048x5120 from 44.17 to 37.12 us (same run; bitwise the same results). Limit: one
+//   block of 160-320 threads per chunk of 4-6 rows, 2-3 blocks per SM (ring slots and
+//   64-128 registers), 1-2 rows in flight per block: the per-row chain (the block
+//   reductions, LayerNorm's two) is latency-bound; the stage-2 kernel adds its own
+//   launch (not timed separately).
+//
 // Device code (and host launch helpers): include from .cu files only.
 #pragma once
 
@@ -40,7 +76,6 @@
 #error "common/row_norm.cuh holds device code; include it from .cu files only"
 #endif
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -115,7 +150,6 @@ using LayerNormPolicy = Policy<Stat::kMeanVar, false, false, true>;
 inline constexpr int kMaxThreads = 1024;
 inline constexpr int kStreamThreads = 1024;
 inline constexpr int kFwdTargetThreads = 384;  ///< preferred forward block (K raised until <=)
-inline constexpr int kRowsFwdMaxThreads = 512;  ///< ring forward: largest block
 inline constexpr int kBwdTargetThreads = 256;
 inline constexpr int kFusedMaxThreads = 256;  ///< fused backward block limit
 inline constexpr int kFusedMaxK = 4;          ///< fused backward: up to 1024 units per row
@@ -182,39 +216,6 @@ __device__ __forceinline__ bool in_row(int lo, int j, int n) { return lo + j >= 
 
 }  // namespace detail
 
-// cp.async (sm_80+): 16-byte global -> shared copies completing asynchronously in commit
-// groups; wait_group<N> returns once all but the newest N groups of this thread are
-// complete and visible to it. Older architectures copy synchronously.
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
-#else
-  *static_cast<uint4*>(smem) = *static_cast<const uint4*>(gmem);
-#endif
-}
-__device__ __forceinline__ void cp_async_commit() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-#endif
-}
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-#endif
-}
-
-template <typename T>
-__device__ __forceinline__ Unit<T> unit_from_u4(const uint4& q) {
-  Unit<T> u;
-  u.w[0] = q.x;
-  u.w[1] = q.y;
-  u.w[2] = q.z;
-  u.w[3] = q.w;
-  return u;
-}
-
 // =====================================================================================
 // forward
 // =====================================================================================
@@ -260,23 +261,30 @@ struct FwdRow {
   }
 };
 
-/// The per-row forward, identical in every forward kernel: xc / rc hold this thread's K
-/// units of x (and residual) of the row (zero units past the row's end); wb(k, u, lo,
-/// full, wu, bu) gives its k-th units of w (and b) (unit u, first element lo), after the
-/// reductions. The
-/// statistic by fixed-order block reductions (block_sum: the order is fixed by the block
-/// size), then normalize-and-store from the same registers. after_first() runs right after
-/// the first block reduction (every value this thread loaded has been used by then).
-/// `red` is free on return.
-template <class P, typename T, int K, class WB, class After>
-__device__ __forceinline__ void forward_row(const FwdArgs<T>& a, const FwdRow<P, T>& R, Unit<T> (&xc)[K],
-                                            Unit<T> (&rc)[P::kResidual ? K : 1], WB&& wb, acc_t<T> (*red)[32],
-                                            After&& after_first) {
+/// One block per row; each thread caches K units of x (and residual) in registers
+/// through the reductions and the normalize step, so the row is read once; w (and b) are
+/// read after the reductions (L2 hits but for the first rows).
+template <class P, typename T, int K>
+__global__ void __launch_bounds__(kMaxThreads) row_norm_forward_cached_kernel(const FwdArgs<T> a) {
   using A = acc_t<T>;
   constexpr int V = kVec<T>;
+  constexpr int KR = P::kResidual ? K : 1;
+  __shared__ A red[1][32];
   const int hidden = a.hidden;
+  const FwdRow<P, T> R(a, blockIdx.x);
   const int tid = static_cast<int>(threadIdx.x);
   const int nthr = static_cast<int>(blockDim.x);
+
+  Unit<T> xc[K], rc[KR];
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int u = tid + k * nthr;
+    const int lo = u * V - R.shift;
+    const bool full = unit_is_full<T>(lo, hidden);
+    const bool in = u < R.nunits;
+    xc[k] = in ? load_unit(R.xr, lo, hidden, full) : zero_unit<T>();
+    if constexpr (P::kResidual) rc[k] = in ? load_unit(R.rr, lo, hidden, full && R.r_al) : zero_unit<T>();
+  }
 
   // First statistic: sum v^2 (RMS) or sum v (mean); padding slots are zeros. The
   // residual policy writes residual_out = T(h) here.
@@ -302,7 +310,6 @@ __device__ __forceinline__ void forward_row(const FwdArgs<T>& a, const FwdRow<P,
     }
   }
   block_sum<1>(s, red);
-  after_first();
   A mean = A(0);
   A r;
   if constexpr (P::kMeanVar) {
@@ -337,8 +344,9 @@ __device__ __forceinline__ void forward_row(const FwdArgs<T>& a, const FwdRow<P,
     if (u < R.nunits) {
       const int lo = u * V - R.shift;
       const bool full = unit_is_full<T>(lo, hidden);
-      Unit<T> wu, bu;
-      wb(k, u, lo, full, wu, bu);
+      const Unit<T> wu = load_unit(a.w, lo, hidden, full && R.w_al);
+      Unit<T> bu = wu;
+      if constexpr (P::kBias) bu = load_unit(a.b, lo, hidden, full && R.b_al);
       A out[V];
 #pragma unroll
       for (int j = 0; j < V; ++j)
@@ -346,183 +354,6 @@ __device__ __forceinline__ void forward_row(const FwdArgs<T>& a, const FwdRow<P,
       store_unit(R.yr, lo, hidden, full && R.y_al, pack_from_acc<T>(out));
     }
   }
-}
-
-/// Loads this thread's K units of row R's x (and residual); zero units past the row.
-template <class P, typename T, int K>
-__device__ __forceinline__ void load_fwd_row(const FwdRow<P, T>& R, int hidden, Unit<T> (&xc)[K],
-                                             Unit<T> (&rc)[P::kResidual ? K : 1]) {
-  constexpr int V = kVec<T>;
-  const int tid = static_cast<int>(threadIdx.x);
-  const int nthr = static_cast<int>(blockDim.x);
-#pragma unroll
-  for (int k = 0; k < K; ++k) {
-    const int u = tid + k * nthr;
-    const int lo = u * V - R.shift;
-    const bool full = unit_is_full<T>(lo, hidden);
-    const bool in = u < R.nunits;
-    xc[k] = in ? load_unit(R.xr, lo, hidden, full) : zero_unit<T>();
-    if constexpr (P::kResidual) rc[k] = in ? load_unit(R.rr, lo, hidden, full && R.r_al) : zero_unit<T>();
-  }
-}
-
-/// w (and b) of unit u from global memory, as the row's grid allows.
-template <class P, typename T>
-__device__ __forceinline__ void wb_global(const FwdArgs<T>& a, const FwdRow<P, T>& R, int lo, bool full, Unit<T>& wu,
-                                          Unit<T>& bu) {
-  wu = load_unit(a.w, lo, a.hidden, full && R.w_al);
-  bu = wu;
-  if constexpr (P::kBias) bu = load_unit(a.b, lo, a.hidden, full && R.b_al);
-}
-
-/// Per-row kernel (rows of any 16-byte phase): one block per row; each thread caches K
-/// units of x (and residual) in registers through the reductions and the normalize step,
-/// so the row is read once. With kSmemW (launch: dynamic shared memory of kFwdWParts x
-/// units x 16 bytes), each thread first cp.asyncs its full 16-byte aligned units of w (and
-/// b) into shared memory, so they arrive while x is reduced (no dependent global round
-/// trip after the reductions, and no registers held); it reads back only what it copied
-/// itself. Otherwise (and for partial units) w (b) are read after the reductions.
-template <class P, typename T, int K, bool kSmemW>
-__global__ void __launch_bounds__(kMaxThreads) row_norm_forward_cached_kernel(const FwdArgs<T> a) {
-  constexpr int V = kVec<T>;
-  __shared__ acc_t<T> red[1][32];
-  extern __shared__ uint4 sw[];  // kSmemW: [w | b][units]
-  const FwdRow<P, T> R(a, blockIdx.x);
-  const int tid = static_cast<int>(threadIdx.x);
-  const int nthr = static_cast<int>(blockDim.x);
-  const int units = nthr * K;
-  const bool stage = kSmemW && R.w_al && (!P::kBias || R.b_al);
-  if constexpr (kSmemW) {
-    if (stage) {
-#pragma unroll
-      for (int k = 0; k < K; ++k) {
-        const int u = tid + k * nthr;
-        const int lo = u * V - R.shift;
-        if (u < R.nunits && unit_is_full<T>(lo, a.hidden)) {
-          cp_async16(sw + u, a.w + lo);
-          if constexpr (P::kBias) cp_async16(sw + units + u, a.b + lo);
-        }
-      }
-    }
-    cp_async_commit();
-  }
-  Unit<T> xc[K], rc[P::kResidual ? K : 1];
-  load_fwd_row<P, T, K>(R, a.hidden, xc, rc);
-  auto wb = [&](int, int u, int lo, bool full, Unit<T>& wu, Unit<T>& bu) {
-    if (kSmemW && stage && full) {
-      wu = unit_from_u4<T>(sw[u]);
-      bu = wu;
-      if constexpr (P::kBias) bu = unit_from_u4<T>(sw[units + u]);
-    } else {
-      wb_global<P, T>(a, R, lo, full, wu, bu);
-    }
-  };
-  forward_row<P, T, K>(a, R, xc, rc, wb, red, [] {
-    if constexpr (kSmemW) cp_async_wait<0>();
-  });
-}
-
-/// Ring kernel, for rows whose every unit is full and 16-byte aligned in x (and residual)
-/// (hidden % VEC == 0, those pointers 16-byte aligned: shift 0): grid = min(rows, blocks
-/// resident on the device), rows dealt evenly; block b walks rows b, b + grid, ... in
-/// order. Each thread cp.asyncs its own units of the block's next S rows into a ring of S
-/// row slots in shared memory (commit group g holds the block's row g), and on a row's
-/// turn copies its units into registers, refills that slot with the row S ahead (it reads
-/// only what it copied itself: no barrier) and runs forward_row. So S rows per block are
-/// in flight from DRAM while the current one is reduced and stored, at the per-row
-/// kernel's register cost. With kWReg, the thread's units of w (and b) are loaded once.
-/// The block shape and the per-row math are the per-row kernel's: bitwise the same row
-/// whichever kernel, grid or row count.
-template <class P, typename T, int K, int S, bool kWReg>
-__global__ void __launch_bounds__(kRowsFwdMaxThreads, 2)
-    row_norm_forward_ring_kernel(const FwdArgs<T> a, int64_t rows) {
-  constexpr int V = kVec<T>;
-  constexpr int NT = P::kResidual ? 2 : 1;
-  constexpr int KR = P::kResidual ? K : 1;
-  constexpr int KW = kWReg ? K : 1;
-  constexpr int KB = (kWReg && P::kBias) ? K : 1;
-  static_assert(S >= 1, "at least one row in flight");
-  __shared__ acc_t<T> red[1][32];
-  extern __shared__ uint4 fring[];  // [S][NT][nunits]
-  const int hidden = a.hidden;
-  const int nunits = hidden / V;
-  const int tid = static_cast<int>(threadIdx.x);
-  const int nthr = static_cast<int>(blockDim.x);
-  const int64_t stride = gridDim.x;
-  const int64_t first = blockIdx.x;
-  if (first >= rows) return;
-
-  auto issue = [&](int64_t row, int slot) {
-    uint4* base = fring + static_cast<size_t>(slot) * NT * nunits;
-    const uint4* xs = reinterpret_cast<const uint4*>(a.x + row * hidden);
-#pragma unroll
-    for (int k = 0; k < K; ++k) {
-      const int u = tid + k * nthr;
-      if (u < nunits) {
-        cp_async16(base + u, xs + u);
-        if constexpr (P::kResidual) cp_async16(base + nunits + u, reinterpret_cast<const uint4*>(a.res + row * hidden) + u);
-      }
-    }
-  };
-
-  Unit<T> wc[KW], bc[KB];
-  if constexpr (kWReg) {
-    const bool w_al = grid_is_aligned(a.w, 0);
-    const bool b_al = P::kBias ? grid_is_aligned(a.b, 0) : false;
-#pragma unroll
-    for (int k = 0; k < K; ++k) {
-      const int u = tid + k * nthr;
-      wc[k] = u < nunits ? load_unit(a.w, u * V, hidden, w_al) : zero_unit<T>();
-      if constexpr (P::kBias) bc[k] = u < nunits ? load_unit(a.b, u * V, hidden, b_al) : zero_unit<T>();
-    }
-    if constexpr (!P::kBias) bc[0] = zero_unit<T>();
-  } else {
-    wc[0] = bc[0] = zero_unit<T>();
-  }
-
-#pragma unroll
-  for (int s = 0; s < S; ++s) {
-    if (first + s * stride < rows) issue(first + s * stride, s);
-    cp_async_commit();
-  }
-  int slot = 0;
-#pragma unroll 1
-  for (int64_t row = first; row < rows; row += stride) {
-    cp_async_wait<S - 1>();  // this row's group is complete
-    const uint4* base = fring + static_cast<size_t>(slot) * NT * nunits;
-    Unit<T> xc[K], rc[KR];
-#pragma unroll
-    for (int k = 0; k < K; ++k) {
-      const int u = tid + k * nthr;
-      xc[k] = u < nunits ? unit_from_u4<T>(base[u]) : zero_unit<T>();
-      if constexpr (P::kResidual) rc[k] = u < nunits ? unit_from_u4<T>(base[nunits + u]) : zero_unit<T>();
-    }
-    if constexpr (kWReg) {
-#pragma unroll
-      for (int k = 0; k < K; ++k) keep_packed(wc[k]);  // no widened copy hoisted out of the loop
-#pragma unroll
-      for (int k = 0; k < KB; ++k) keep_packed(bc[k]);
-    }
-    // The slot is refilled with the row S ahead once this thread's values from it have
-    // been used (after the first reduction): no write-after-read race on its own units.
-    auto refill = [&] {
-      const int64_t ahead = row + S * stride;
-      if (ahead < rows) issue(ahead, slot);
-      cp_async_commit();
-    };
-    const FwdRow<P, T> R(a, row);
-    auto wb = [&](int k, int, int lo, bool full, Unit<T>& wu, Unit<T>& bu) {
-      if constexpr (kWReg) {
-        wu = wc[k];
-        bu = bc[P::kBias ? k : 0];
-      } else {
-        wb_global<P, T>(a, R, lo, full, wu, bu);
-      }
-    };
-    forward_row<P, T, K>(a, R, xc, rc, wb, red, refill);
-    slot = slot == S - 1 ? 0 : slot + 1;
-  }
-  cp_async_wait<0>();
 }
 
 /// Rows too long for the register cache (RMS policies): the same math, the row read
@@ -875,6 +706,39 @@ __global__ void __launch_bounds__(kRowsBoundThreads<P, K, kFused>, kRowsBoundBlo
     store_partials<T, K>(a.part + chunk * hidden, shift, nunits, hidden, dwacc);
     if constexpr (P::kBias) store_partials<T, K>(a.part + (a.chunks + chunk) * hidden, shift, nunits, hidden, dbacc);
   }
+}
+
+// cp.async (sm_80+): 16-byte global -> shared copies completing asynchronously in commit
+// groups; wait_group<N> returns once all but the newest N groups of this thread are
+// complete and visible to it. Older architectures copy synchronously.
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
+#else
+  *static_cast<uint4*>(smem) = *static_cast<const uint4*>(gmem);
+#endif
+}
+__device__ __forceinline__ void cp_async_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+#endif
+}
+
+template <typename T>
+__device__ __forceinline__ Unit<T> unit_from_u4(const uint4& q) {
+  Unit<T> u;
+  u.w[0] = q.x;
+  u.w[1] = q.y;
+  u.w[2] = q.z;
+  u.w[3] = q.w;
+  return u;
 }
 
 /// Dynamic shared memory of the ring kernel: kRingStages row slots of kRowIn tensors.
@@ -1404,132 +1268,21 @@ size_t atomic_workspace_bytes(int64_t rows, int64_t hidden) {
   return static_cast<size_t>(round_up(l.bytes, kWorkspaceAlign) + hidden * int64_t(sizeof(double)) + kWorkspaceAlign);
 }
 
-/// Forward tuning knob (the tune_* variants; the main target uses mode 0):
-///   0: per-row kernel, w (b) staged in shared memory by cp.async at the block's start;
-///   1: per-row kernel, w (b) read from global memory after the reductions;
-///   2, 3, 4: ring kernel with 3, 4, 6 rows in flight per block, w (b) held in registers.
-struct ForwardOptions {
-  int mode = 0;
-};
-
-/// Dynamic shared memory of the forward ring kernel: S row slots of x (and residual).
-template <class P, typename T>
-size_t fwd_ring_smem_bytes(int stages, int64_t hidden) {
-  return static_cast<size_t>(stages) * (P::kResidual ? 2 : 1) * static_cast<size_t>(hidden / kVec<T>) * 16;
-}
-inline constexpr size_t kFwdRingMaxSmem = 96 * 1024;  ///< larger rings: the per-row kernel
-
-/// Blocks of the forward ring kernel (P, T, K, S, kWReg) with `threads` threads and `smem`
-/// bytes of ring that the current device holds at once: SMs x
-/// cudaOccupancyMaxActiveBlocksPerMultiprocessor, cached per device and (threads, smem).
-/// Only the grid size depends on it, never a row's result. 0 on error.
-template <class P, typename T, int K, int S, bool kWReg>
-int64_t resident_fwd_blocks(int threads, size_t smem) {
-  constexpr int kDevices = 64;
-  constexpr int kSlots = 64;
-  struct Entry {
-    std::atomic<long long> key;
-    std::atomic<int> blocks;
-  };
-  static Entry cache[kDevices][kSlots];  // static storage: zero-initialized
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0) return 0;
-  const long long key = (static_cast<long long>(threads) << 32) | static_cast<long long>(smem);
-  Entry* e = dev < kDevices ? &cache[dev][(threads / 32 * 131 + smem / 16) % kSlots] : nullptr;
-  if (e != nullptr && e->key.load(std::memory_order_acquire) == key) {
-    const int v = e->blocks.load(std::memory_order_acquire);
-    if (v > 0 && e->key.load(std::memory_order_acquire) == key) return v;
-  }
-  auto* kernel = row_norm_forward_ring_kernel<P, T, K, S, kWReg>;
-  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kFwdRingMaxSmem)) !=
-      cudaSuccess)
-    return 0;
-  if (cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                           static_cast<int>(cudaSharedmemCarveoutMaxShared)) != cudaSuccess)
-    return 0;
-  int sms = 0, per_sm = 0;
-  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) return 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem) != cudaSuccess) return 0;
-  const int v = sms * (per_sm > 0 ? per_sm : 1);
-  if (e != nullptr) {
-    e->blocks.store(0, std::memory_order_release);
-    e->key.store(key, std::memory_order_release);
-    e->blocks.store(v, std::memory_order_release);
-  }
-  return v;
-}
-
-/// Ring launch: the rows dealt evenly, ceil(rows / resident blocks) each, over
-/// ceil(rows / that) blocks (no partly filled last round of rows). The attributes are set
-/// on every device's first launch (resident_fwd_blocks).
-template <class P, typename T, int K, int S, bool kWReg>
-cudaError_t launch_fwd_ring(const FwdArgs<T>& a, int64_t rows, int threads, cudaStream_t stream) {
-  const size_t smem = fwd_ring_smem_bytes<P, T>(S, a.hidden);
-  const int64_t slots = resident_fwd_blocks<P, T, K, S, kWReg>(threads, smem);
-  if (slots < 1) {
-    const cudaError_t err = cudaGetLastError();
-    return err != cudaSuccess ? err : cudaErrorUnknown;
-  }
-  const int64_t per_block = ceil_div(rows, slots);
-  const int64_t grid = ceil_div(rows, per_block);
-  row_norm_forward_ring_kernel<P, T, K, S, kWReg>
-      <<<dim3(static_cast<unsigned>(grid)), threads, smem, stream>>>(a, rows);
-  return cudaGetLastError();
-}
-
-template <class P, typename T, int K>
-cudaError_t launch_fwd_ring_mode(const FwdArgs<T>& a, int64_t rows, int threads, int mode, cudaStream_t stream) {
-  switch (mode) {
-    case 3: return launch_fwd_ring<P, T, K, 4, true>(a, rows, threads, stream);
-    case 4: return launch_fwd_ring<P, T, K, 6, true>(a, rows, threads, stream);
-    default: return launch_fwd_ring<P, T, K, 3, true>(a, rows, threads, stream);
-  }
-}
-
-inline int fwd_ring_stages(int mode) { return mode == 3 ? 4 : mode == 4 ? 6 : 3; }
-
-/// Per-row launch; w (b) staged in shared memory when `smem_w` and the staging area fits
-/// the default 48 KB of dynamic shared memory.
-template <class P, typename T, int K>
-void launch_fwd_cached(const FwdArgs<T>& a, int64_t rows, int threads, bool smem_w, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>(rows));
-  const size_t bytes = static_cast<size_t>(P::kBias ? 2 : 1) * threads * K * 16;
-  if (smem_w && bytes <= 48 * 1024) {
-    row_norm_forward_cached_kernel<P, T, K, true><<<grid, threads, bytes, stream>>>(a);
-  } else {
-    row_norm_forward_cached_kernel<P, T, K, false><<<grid, threads, 0, stream>>>(a);
-  }
-}
-
 /// Forward launch (arguments already validated; rows >= 1). Returns cudaErrorInvalidValue
 /// for a row too long for the cache of a policy without a streaming kernel.
 template <class P, typename T>
-cudaError_t launch_forward(const FwdArgs<T>& a, int64_t rows, cudaStream_t stream, ForwardOptions opt = {}) {
+cudaError_t launch_forward(const FwdArgs<T>& a, int64_t rows, cudaStream_t stream) {
   constexpr int KM = P::template kFwdMaxK<T>;
   const dim3 grid(static_cast<unsigned>(rows));
   const CachedConfig cfg = pick_cached_config(max_units_per_row(a.x, a.hidden), KM, kFwdTargetThreads);
-  // Ring kernel: every unit full and 16-byte aligned in x (and residual), K <= 4, a block
-  // of <= 512 threads and a ring of <= 96 KB.
-  if (opt.mode >= 2 && a.hidden % kVec<T> == 0 && aligned16(a.x) && (!P::kResidual || aligned16(a.res)) &&
-      cfg.k >= 1 && cfg.k <= 4 && cfg.threads <= kRowsFwdMaxThreads &&
-      fwd_ring_smem_bytes<P, T>(fwd_ring_stages(opt.mode), a.hidden) <= kFwdRingMaxSmem) {
-    switch (cfg.k) {
-      case 1: return launch_fwd_ring_mode<P, T, 1>(a, rows, cfg.threads, opt.mode, stream);
-      case 2: return launch_fwd_ring_mode<P, T, 2>(a, rows, cfg.threads, opt.mode, stream);
-      default:
-        if constexpr (KM >= 4) return launch_fwd_ring_mode<P, T, 4>(a, rows, cfg.threads, opt.mode, stream);
-        break;
-    }
-  }
-  const bool smem_w = opt.mode != 1;
   switch (cfg.k) {
-    case 1: launch_fwd_cached<P, T, 1>(a, rows, cfg.threads, smem_w, stream); break;
-    case 2: launch_fwd_cached<P, T, 2>(a, rows, cfg.threads, smem_w, stream); break;
+    case 1: row_norm_forward_cached_kernel<P, T, 1><<<grid, cfg.threads, 0, stream>>>(a); break;
+    case 2: row_norm_forward_cached_kernel<P, T, 2><<<grid, cfg.threads, 0, stream>>>(a); break;
     case 4:
-      if constexpr (KM >= 4) launch_fwd_cached<P, T, 4>(a, rows, cfg.threads, smem_w, stream);
+      if constexpr (KM >= 4) row_norm_forward_cached_kernel<P, T, 4><<<grid, cfg.threads, 0, stream>>>(a);
       break;
     case 8:
-      if constexpr (KM >= 8) launch_fwd_cached<P, T, 8>(a, rows, cfg.threads, smem_w, stream);
+      if constexpr (KM >= 8) row_norm_forward_cached_kernel<P, T, 8><<<grid, cfg.threads, 0, stream>>>(a);
       break;
     default:
       if constexpr (P::kMeanVar) {

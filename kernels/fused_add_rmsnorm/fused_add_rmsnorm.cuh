@@ -57,7 +57,7 @@ namespace numgate::fused_add_rmsnorm {
 /// @param eps          inside the square root
 template <typename T>
 cudaError_t forward(const T* x, const T* residual, const T* w, T* residual_out, T* y, int64_t rows,
-                    int64_t hidden, double eps, cudaStream_t stream, int tune_mode = 0);
+                    int64_t hidden, double eps, cudaStream_t stream);
 
 /// Device workspace bytes backward() needs (sized for double; any alignment accepted).
 size_t backward_workspace_bytes(int64_t rows, int64_t hidden);
@@ -79,7 +79,7 @@ cudaError_t backward(const T* x, const T* residual, const T* w, const T* dy, con
 
 #define NUMGATE_FUSED_ADD_RMSNORM_DECL(T)                                                                   \
   extern template cudaError_t forward<T>(const T*, const T*, const T*, T*, T*, int64_t, int64_t, double,   \
-                                         cudaStream_t, int);                                                     \
+                                         cudaStream_t);                                                     \
   extern template cudaError_t backward<T>(const T*, const T*, const T*, const T*, const T*, T*, T*, int64_t, \
                                           int64_t, double, void*, size_t, cudaStream_t);
 NUMGATE_FUSED_ADD_RMSNORM_DECL(float)

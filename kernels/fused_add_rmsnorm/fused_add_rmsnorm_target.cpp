@@ -5,15 +5,14 @@
 namespace numgate::fused_add_rmsnorm {
 namespace {
 
-cudaError_t launch_forward_mode(const Launch& l, int mode) {
+cudaError_t launch_forward(const Launch& l) {
   const RowShape sh = launched_rows(l);
   return dispatch(l.spec.dtype, [&](auto tag) {
     using T = decltype(tag);
     return forward<T>(l.ptr<const T>("x"), l.ptr<const T>("residual"), l.ptr<const T>("w"), l.ptr<T>("residual_out"),
-                      l.ptr<T>("y"), sh.rows, sh.hidden, l.spec.param("eps"), l.stream, mode);
+                      l.ptr<T>("y"), sh.rows, sh.hidden, l.spec.param("eps"), l.stream);
   });
 }
-cudaError_t launch_forward(const Launch& l) { return launch_forward_mode(l, 0); }
 
 cudaError_t launch_backward(const Launch& l) {
   const RowShape sh = launched_rows(l);
@@ -33,19 +32,6 @@ TargetOp make_target() {
   return {"fused_add_rmsnorm", {{"Forward", {}, launch_forward}, {"Backward", backward_workspace, launch_backward}}, {}};
 }
 
-/// Tuning candidates (row_norm::ForwardOptions / BackwardOptions modes): delete after the measurement.
-TargetOp make_tune_fwd_target(const char* name, int mode) {
-  TargetOp t{"fused_add_rmsnorm", {{"Forward", {}, [mode](const Launch& l) { return launch_forward_mode(l, mode); }}}, {}};
-  t.variant = name;
-  return t;
-}
-
 }  // namespace numgate::fused_add_rmsnorm
 
-NUMGATE_REGISTER_TARGETS(fused_add_rmsnorm) {
-  add(numgate::fused_add_rmsnorm::make_target());
-  add(numgate::fused_add_rmsnorm::make_tune_fwd_target("tune_fwd_row", 1));
-  add(numgate::fused_add_rmsnorm::make_tune_fwd_target("tune_fwd_ring3", 2));
-  add(numgate::fused_add_rmsnorm::make_tune_fwd_target("tune_fwd_ring4", 3));
-  add(numgate::fused_add_rmsnorm::make_tune_fwd_target("tune_fwd_ring6", 4));
-}
+NUMGATE_REGISTER_TARGETS(fused_add_rmsnorm) { add(numgate::fused_add_rmsnorm::make_target()); }

@@ -77,7 +77,7 @@ namespace numgate::layernorm {
 /// @return cudaSuccess, cudaErrorInvalidValue for bad arguments, or the launch error.
 template <typename T>
 cudaError_t forward(const T* x, const T* w, const T* b, T* y, int64_t rows, int64_t hidden, double eps,
-                    cudaStream_t stream, int tune_mode = 0);
+                    cudaStream_t stream);
 
 /// Bytes of device workspace that backward() needs for this shape, for every element
 /// type (sized for the widest accumulation type, double), including slack so that the
@@ -112,7 +112,7 @@ cudaError_t backward(const T* x, const T* w, const T* dy, T* dx, T* dw, T* db, i
 // Explicit instantiations live in layernorm_kernels.cu; these are the supported types.
 #define NUMGATE_LAYERNORM_EXTERN(T)                                                                       \
   extern template cudaError_t forward<T>(const T*, const T*, const T*, T*, int64_t, int64_t, double,     \
-                                         cudaStream_t, int);                                                   \
+                                         cudaStream_t);                                                   \
   extern template cudaError_t backward<T>(const T*, const T*, const T*, T*, T*, T*, int64_t, int64_t,    \
                                           double, void*, size_t, cudaStream_t);
 NUMGATE_LAYERNORM_EXTERN(float)

@@ -39,16 +39,6 @@ std::size_t backward_atomic_dw_workspace(const CaseSpec& c) {
   return backward_atomic_dw_workspace_bytes(rows_of(c.shape), hidden_of(c));
 }
 
-/// Tuning candidates of the forward (rmsnorm.cuh forward_tuned): delete with the variants.
-cudaError_t launch_forward_tuned(const Launch& l, int mode) {
-  const RowShape sh = launched_rows(l);
-  return dispatch(l.spec.dtype, [&](auto tag) {
-    using T = decltype(tag);
-    return forward_tuned<T>(l.ptr<const T>("x"), l.ptr<const T>("w"), l.ptr<T>("y"), sh.rows, sh.hidden,
-                            l.spec.param("eps"), mode, l.stream);
-  });
-}
-
 }  // namespace
 
 TargetOp make_target() { return {"rmsnorm", {{"Forward", {}, launch_forward}, {"Backward", backward_workspace, launch_backward}}, {}}; }
@@ -61,20 +51,9 @@ TargetOp make_atomic_dw_target() {
   return t;
 }
 
-/// Forward tuning candidates (row_norm::ForwardOptions modes 1..4).
-TargetOp make_tune_fwd_target(const char* name, int mode) {
-  TargetOp t{"rmsnorm", {{"Forward", {}, [mode](const Launch& l) { return launch_forward_tuned(l, mode); }}}, {}};
-  t.variant = name;
-  return t;
-}
-
 }  // namespace numgate::rmsnorm
 
 NUMGATE_REGISTER_TARGETS(rmsnorm) {
   add(numgate::rmsnorm::make_target());
   add(numgate::rmsnorm::make_atomic_dw_target());
-  add(numgate::rmsnorm::make_tune_fwd_target("tune_fwd_row", 1));
-  add(numgate::rmsnorm::make_tune_fwd_target("tune_fwd_ring3", 2));
-  add(numgate::rmsnorm::make_tune_fwd_target("tune_fwd_ring4", 3));
-  add(numgate::rmsnorm::make_tune_fwd_target("tune_fwd_ring6", 4));
 }
