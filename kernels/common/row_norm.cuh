@@ -46,10 +46,11 @@
 //   (84 MB) 23.50 us = 84%; layernorm 4x512x4096 14.28 us = 55%, 1x2048x5120 (42 MB)
 //   17.49 us = 56%. Limit: not the steady state — the 6144 rows between rmsnorm's two
 //   shapes cost 23.80 us, 4.23 TB/s, 99% of copy — but a fixed ~3.6 us per launch (11.55 us
-//   less 33.6 MB at 4.23 TB/s): each block's chain (load x, block reduction,
-//   correctly rounded divide and sqrt, w (and b) from L2, store) at the start, where the
-//   first wave's blocks reduce together and DRAM idles, and again for the last rows.
-//   LayerNorm's chain has two reductions and w and b, hence its lower figures. Measured
+//   less 33.6 MB at 4.23 TB/s). Our reading (from these timings, not profiled): each
+//   block's chain (load x, block reduction, correctly rounded divide and sqrt, w (and b)
+//   from L2, store) at the start, where the first wave's blocks reduce together while
+//   DRAM waits, and again for the last rows; LayerNorm's chain has two reductions and w
+//   and b, and its figures are the lowest. Measured
 //   and rejected in the same run: a grid of resident blocks walking rows with the next 1
 //   or 2 rows prefetched in registers (and w held there): 63 to 112 registers, half the
 //   blocks per SM or fewer, 12.18 / 41.08 us rmsnorm, 37.07 us fused add 1x2048x5120 —

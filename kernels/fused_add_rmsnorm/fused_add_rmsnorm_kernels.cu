@@ -84,9 +84,9 @@ with add_rn). Everything but the policy is rmsnorm's design (rmsnorm_kernels.cu)
     forward  4x512x4096 (67.1 MB) 19.38 us, 81% of copy; 1x2048x5120 (83.9 MB) 23.50 us, 84%.
     backward 4x512x4096 (83.9 MB) 29.83 us, 66%;         1x2048x5120 (104.9 MB) 35.79 us, 69%.
   What limits them now: the forward's steady state is near copy speed (the 16.8 MB
-  between the two shapes cost 4.12 us, 4.08 TB/s); it loses a fixed ~3 us per launch
-  to the per-row chain (x and residual, reduction, divide and sqrt, w from L2, stores)
-  at the first wave and the last rows. A resident grid prefetching the next row into
+  between the two shapes cost 4.12 us, 4.08 TB/s); it loses a fixed ~3 us per launch,
+  by the timings (not a profile) the per-row chain (x and residual, reduction, divide
+  and sqrt, w from L2, stores) at the first wave and the last rows. A resident grid prefetching the next row into
   registers needed 104 registers (1 block of 320 threads per SM) and took 37.07 us at
   1x2048x5120. The backward (47.50 us at 1x2048x5120 before w went to registers and
   d_residual_out to the row's start, same run) is latency-bound per chunk: at H = 5120,

@@ -99,8 +99,8 @@ row_norm::RmsPolicy (statistic sum x^2, weight w, no residual, no bias). In shor
     backward 4x512x4096  (50.3 MB) 22.07 us, 53%;         1x8192x4096 (201 MB) 68.64 us, 69%.
   What limits them now: the forward's steady state runs at copy speed (the 6144 rows
   between the two shapes take 23.80 us, 4.23 TB/s); its loss is a fixed ~3.6 us per
-  launch, the per-row chain (load x, block reduction, divide and sqrt, w from L2, store)
-  at the first wave, when DRAM idles while the blocks reduce, and at the last rows.
+  launch, which the timings (not a profile) point to the per-row chain (load x, block
+  reduction, divide and sqrt, w from L2, store) at the first wave and at the last rows.
   Preloading w with x (more registers: fewer blocks per SM) and 64-thread blocks measured
   slower (12.77 and 12.84 us at 4x512x4096), and so did a resident grid prefetching the
   next rows into registers (12.18 / 41.08 us). The backward is latency-bound per chunk:
