@@ -112,8 +112,8 @@ policy is rmsnorm's design (rmsnorm_kernels.cu):
              37.12 us, 40% (44.17 us before w went to registers, same run).
   What limits them now: the forward's per-row chain is the longest of the four norms
   (two block reductions, then w and b from L2, then the stores) and a launch of 2048
-  rows is only about two waves of it, so the fixed cost at the first wave and the last
-  rows dominates; the backward is latency-bound per chunk (two block reductions per
+  rows is only about two waves of it, so (by the timings, not a profile) the fixed cost
+  at the first wave and the last rows dominates; the backward is latency-bound per chunk (two block reductions per
   row, 2-3 blocks per SM with db's registers, 2 rows in flight each). Narrow rows are
   launch-bound: 70000 x 64 forward 44.62 us (one 32-thread block per row).
 
