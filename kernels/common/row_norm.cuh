@@ -21,7 +21,9 @@
 //     the block walks its rows in order, computes dx and accumulates the dw (and db)
 //     partial of its columns in registers, and writes one partial row per chunk. Rows in
 //     flight come from a cp.async ring of row slots in shared memory when x, residual
-//     and dy are 16-byte aligned, else from registers;
+//     and dy are 16-byte aligned (then each thread also holds its units of w in
+//     registers for the whole chunk, and loads its units of d_residual_out at the row's
+//     start, so that they arrive while the row's sums are reduced), else from registers;
 //   * backward, separate path (other shapes): dx one block per row, the row statistics
 //     (r, and the mean) stored to the workspace; then a column-tile stage 1 re-reads the
 //     rows and writes per-chunk partials;
@@ -32,6 +34,41 @@
 // The per-row code is the same in every path, and the block shape of a row depends only
 // on (hidden, dtype, x's 16-byte phase), so dx and y of a row never depend on how many
 // rows are launched with it. No atomics outside the atomic stage 2.
+//
+// Measured (H200, numgate-bench's kernel clock: CUPTI GPU time per launch, bf16, inputs
+// rotated over more than 2x L2; copy = the same GPU's device-to-device memcpy, 4272 GB/s
+// read + write; run of 2026-12-03 on branch rows). Minimal bytes: each row tensor read
+// or written once (s = sizeof(T), N = rows x H), plus the per-column tensors once:
+//
+//   forward (row_norm_forward_cached_kernel): RMS / offset 2Ns, fused add 4Ns, LayerNorm
+//   2Ns. rmsnorm 4x512x4096 (33.6 MB) 11.55 us = 68% of copy; 1x8192x4096 (134 MB)
+//   35.35 us = 89%; fused_add_rmsnorm 4x512x4096 (67 MB) 19.38 us = 81%, 1x2048x5120
+//   (84 MB) 23.50 us = 84%; layernorm 4x512x4096 14.28 us = 55%, 1x2048x5120 (42 MB)
+//   17.49 us = 56%. Limit: not the steady state — the 6144 rows between rmsnorm's two
+//   shapes cost 23.80 us, 4.23 TB/s, 99% of copy — but a fixed ~3.6 us per launch (11.55 us
+//   less 33.6 MB at 4.23 TB/s). Our reading (from these timings, not profiled): each
+//   block's chain (load x, block reduction, correctly rounded divide and sqrt, w (and b)
+//   from L2, store) at the start, where the first wave's blocks reduce together while
+//   DRAM waits, and again for the last rows; LayerNorm's chain has two reductions and w
+//   and b, and its figures are the lowest. Measured
+//   and rejected in the same run: a grid of resident blocks walking rows with the next 1
+//   or 2 rows prefetched in registers (and w held there): 63 to 112 registers, half the
+//   blocks per SM or fewer, 12.18 / 41.08 us rmsnorm, 37.07 us fused add 1x2048x5120 —
+//   a row per block in flight from many blocks beats several rows from fewer blocks.
+//
+//   backward (fused path, row_norm_backward_ring_kernel + row_norm_finalize_kernel): RMS
+//   / offset 3Ns, fused add 5Ns, LayerNorm 3Ns, plus the partials (chunks x H x acc per
+//   partial array, written and read once, L2-resident). rmsnorm 4x512x4096 (50.3 MB)
+//   22.07 us = 53%, 1x8192x4096 (201 MB) 68.64 us = 69%; offset_rmsnorm 4x512x4096
+//   22.56 us = 52%, 1x2048x5120 (63 MB) 26.33 us = 56%; fused_add_rmsnorm 4x512x4096
+//   (84 MB) 29.83 us = 66%, 1x2048x5120 (105 MB) 35.79 us = 69%; layernorm 4x512x4096
+//   31.25 us = 38%, 1x2048x5120 37.12 us = 40%. w in registers and d_residual_out loaded
+//   at the row's start took fused add 1x2048x5120 from 47.50 to 35.79 us and layernorm
+//   1x2048x5120 from 44.17 to 37.12 us (same run; bitwise the same results). Limit: one
+//   block of 160-320 threads per chunk of 4-6 rows, 2-3 blocks per SM (ring slots and
+//   64-128 registers), 1-2 rows in flight per block: the per-row chain (the block
+//   reductions, LayerNorm's two) is latency-bound; the stage-2 kernel adds its own
+//   launch (not timed separately).
 //
 // Device code (and host launch helpers): include from .cu files only.
 #pragma once
@@ -226,23 +263,20 @@ struct FwdRow {
 };
 
 /// One block per row; each thread caches K units of x (and residual) in registers
-/// through the reductions and the normalize step, so the row is read once. kPreW: the
-/// thread's units of w (and b) are loaded with x, before the reductions (more registers,
-/// one dependent L2 round trip less).
-template <class P, typename T, int K, bool kPreW>
+/// through the reductions and the normalize step, so the row is read once; w (and b) are
+/// read after the reductions (L2 hits but for the first rows).
+template <class P, typename T, int K>
 __global__ void __launch_bounds__(kMaxThreads) row_norm_forward_cached_kernel(const FwdArgs<T> a) {
   using A = acc_t<T>;
   constexpr int V = kVec<T>;
   constexpr int KR = P::kResidual ? K : 1;
-  constexpr int KW = kPreW ? K : 1;
-  constexpr int KB = (kPreW && P::kBias) ? K : 1;
   __shared__ A red[1][32];
   const int hidden = a.hidden;
   const FwdRow<P, T> R(a, blockIdx.x);
   const int tid = static_cast<int>(threadIdx.x);
   const int nthr = static_cast<int>(blockDim.x);
 
-  Unit<T> xc[K], rc[KR], wc[KW], bc[KB];
+  Unit<T> xc[K], rc[KR];
 #pragma unroll
   for (int k = 0; k < K; ++k) {
     const int u = tid + k * nthr;
@@ -251,10 +285,6 @@ __global__ void __launch_bounds__(kMaxThreads) row_norm_forward_cached_kernel(co
     const bool in = u < R.nunits;
     xc[k] = in ? load_unit(R.xr, lo, hidden, full) : zero_unit<T>();
     if constexpr (P::kResidual) rc[k] = in ? load_unit(R.rr, lo, hidden, full && R.r_al) : zero_unit<T>();
-    if constexpr (kPreW) {
-      wc[k] = in ? load_unit(a.w, lo, hidden, full && R.w_al) : zero_unit<T>();
-      if constexpr (P::kBias) bc[k] = in ? load_unit(a.b, lo, hidden, full && R.b_al) : zero_unit<T>();
-    }
   }
 
   // First statistic: sum v^2 (RMS) or sum v (mean); padding slots are zeros. The
@@ -315,15 +345,9 @@ __global__ void __launch_bounds__(kMaxThreads) row_norm_forward_cached_kernel(co
     if (u < R.nunits) {
       const int lo = u * V - R.shift;
       const bool full = unit_is_full<T>(lo, hidden);
-      Unit<T> wu, bu;
-      if constexpr (kPreW) {
-        wu = wc[k];
-        bu = bc[P::kBias ? k : 0];
-      } else {
-        wu = load_unit(a.w, lo, hidden, full && R.w_al);
-        bu = wu;
-        if constexpr (P::kBias) bu = load_unit(a.b, lo, hidden, full && R.b_al);
-      }
+      const Unit<T> wu = load_unit(a.w, lo, hidden, full && R.w_al);
+      Unit<T> bu = wu;
+      if constexpr (P::kBias) bu = load_unit(a.b, lo, hidden, full && R.b_al);
       A out[V];
 #pragma unroll
       for (int j = 0; j < V; ++j)
@@ -400,14 +424,17 @@ struct BwdArgs {
 enum RowTensor { kTx = 0, kTr = 1, kTd = 2 };
 
 /// The per-row backward, identical in every path. src(k, t) returns this thread's k-th
-/// unit of row tensor t (kTx, kTr, kTd); keep() re-packs register-cached units after a
-/// reduction; after_reduce() runs right after the block reduction of the gradient sums
-/// (every thread of the block is past its reads of the previous row then).
+/// unit of row tensor t (kTx, kTr, kTd); wsrc(k, lo, full) its k-th unit of w (lo: the
+/// unit's first element; full: unit_is_full), dsrc(k, lo, full) of d_residual_out
+/// (residual policies; read in the dx phase only); keep() re-packs register-cached units
+/// after a reduction; after_reduce() runs right after the block reduction of the gradient
+/// sums (every thread of the block is past its reads of the previous row then).
 /// kAccum: dwacc[k][j] += acc(dy) * xhat (and dbacc[k][j] += acc(dy)), xhat bitwise the
 /// value used for dx; else the row's statistics go to a.stats.
-template <class P, typename T, int K, bool kAccum, class Src, class Keep, class After>
-__device__ __forceinline__ void backward_row(const BwdArgs<T>& a, int64_t row, int shift, int nunits, bool w_al, Src&& src,
-                                             Keep&& keep, After&& after_reduce, acc_t<T> (*red)[32],
+template <class P, typename T, int K, bool kAccum, class Src, class Wsrc, class Dsrc, class Keep, class After>
+__device__ __forceinline__ void backward_row(const BwdArgs<T>& a, int64_t row, int shift, int nunits, Src&& src,
+                                             Wsrc&& wsrc, Dsrc&& dsrc, Keep&& keep, After&& after_reduce,
+                                             acc_t<T> (*red)[32],
                                              acc_t<T> (&dwacc)[kAccum ? K : 1][kVec<T>],
                                              acc_t<T> (&dbacc)[(kAccum && P::kBias) ? K : 1][kVec<T>]) {
   using A = acc_t<T>;
@@ -417,12 +444,6 @@ __device__ __forceinline__ void backward_row(const BwdArgs<T>& a, int64_t row, i
   const int nthr = static_cast<int>(blockDim.x);
   T* dxr = a.dx + row * hidden;
   const bool dx_al = grid_is_aligned(static_cast<const T*>(dxr), shift);
-  const T* drr = nullptr;
-  bool dr_al = false;
-  if constexpr (P::kResidual) {
-    drr = a.dres + row * hidden;
-    dr_al = grid_is_aligned(drr, shift);
-  }
 
   A mean = A(0);
   if constexpr (P::kMeanVar) {
@@ -449,7 +470,7 @@ __device__ __forceinline__ void backward_row(const BwdArgs<T>& a, int64_t row, i
     const int u = tid + k * nthr;
     if (u < nunits) {
       const int lo = u * V - shift;
-      const Unit<T> wu = load_unit(a.w, lo, hidden, unit_is_full<T>(lo, hidden) && w_al);
+      const Unit<T> wu = wsrc(k, lo, unit_is_full<T>(lo, hidden));
       const Unit<T> xu = src(k, kTx);
       const Unit<T> ru = P::kResidual ? src(k, kTr) : xu;
       const Unit<T> du = src(k, kTd);
@@ -500,12 +521,12 @@ __device__ __forceinline__ void backward_row(const BwdArgs<T>& a, int64_t row, i
     if (u < nunits) {
       const int lo = u * V - shift;
       const bool full = unit_is_full<T>(lo, hidden);
-      const Unit<T> wu = load_unit(a.w, lo, hidden, full && w_al);
+      const Unit<T> wu = wsrc(k, lo, full);
       const Unit<T> xu = src(k, kTx);
       const Unit<T> ru = P::kResidual ? src(k, kTr) : xu;
       const Unit<T> du = src(k, kTd);
       Unit<T> dru = du;
-      if constexpr (P::kResidual) dru = load_unit(drr, lo, hidden, full && dr_al);
+      if constexpr (P::kResidual) dru = dsrc(k, lo, full);
       A out[V];
 #pragma unroll
       for (int j = 0; j < V; ++j) {
@@ -664,7 +685,12 @@ __global__ void __launch_bounds__(kRowsBoundThreads<P, K, kFused>, kRowsBoundBlo
         for (int k = 0; k < K; ++k) keep_packed(cur[t][k]);
       }
     };
-    backward_row<P, T, K, kFused>(a, row, shift, nunits, grid_is_aligned(a.w, shift), src, keep, [] {}, red, dwacc, dbacc);
+    const bool w_al = grid_is_aligned(a.w, shift);
+    auto wsrc = [&](int, int lo, bool full) { return load_unit(a.w, lo, hidden, full && w_al); };
+    const T* drr = P::kResidual ? a.dres + row * hidden : nullptr;
+    const bool dr_al = P::kResidual ? grid_is_aligned(drr, shift) : false;
+    auto dsrc = [&](int, int lo, bool full) { return load_unit(drr, lo, hidden, full && dr_al); };
+    backward_row<P, T, K, kFused>(a, row, shift, nunits, src, wsrc, dsrc, keep, [] {}, red, dwacc, dbacc);
     if constexpr (kPrefetch) {
 #pragma unroll
       for (int t = 0; t < NT; ++t) {
@@ -752,6 +778,28 @@ __global__ void __launch_bounds__(kFusedMaxThreads, kRingBoundBlocks<P, K>)
   const int64_t r_end = r_begin + a.rows_per_chunk < a.rows ? r_begin + a.rows_per_chunk : a.rows;
 
   const bool w_al = grid_is_aligned(a.w, 0);
+  // This thread's units of w, held in registers for the whole chunk (the ring's rows
+  // all have shift 0: the same columns in every row), and (residual policies) the row's
+  // units of d_residual_out, loaded at the row's start so that they arrive while the
+  // row's sums are reduced.
+  constexpr int KD = P::kResidual ? K : 1;
+  Unit<T> wc[K], dc[KD];
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int u = tid + k * nthr;
+    wc[k] = u < nunits ? load_unit(a.w, u * V, hidden, w_al) : zero_unit<T>();
+  }
+  auto load_dres = [&](int64_t row) {
+    if constexpr (P::kResidual) {
+      const T* drr = a.dres + row * hidden;
+      const bool dr_al = grid_is_aligned(drr, 0);
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        const int u = tid + k * nthr;
+        dc[k] = u < nunits ? load_unit(drr, u * V, hidden, dr_al) : zero_unit<T>();
+      }
+    }
+  };
   auto issue = [&](int64_t row, int slot) {
     const int64_t off = row * hidden;
     uint4* base = ring + static_cast<size_t>(slot) * NT * nunits;
@@ -790,7 +838,10 @@ __global__ void __launch_bounds__(kFusedMaxThreads, kRingBoundBlocks<P, K>)
   }
 
   int slot = 0;
+#pragma unroll 1
   for (int64_t row = r_begin; row < r_end; ++row) {
+#pragma unroll
+    for (int k = 0; k < K; ++k) keep_packed(wc[k]);  // no widened copy hoisted out of the loop
     cp_async_wait<S - 2>();  // this row's group is complete
     const uint4* base = ring + static_cast<size_t>(slot) * NT * nunits;
     auto src = [&](int k, int t) -> Unit<T> {
@@ -807,7 +858,10 @@ __global__ void __launch_bounds__(kFusedMaxThreads, kRingBoundBlocks<P, K>)
       if (row + S - 1 < r_end) issue(row + S - 1, refill);
       cp_async_commit();
     };
-    backward_row<P, T, K, true>(a, row, 0, nunits, w_al, src, [] {}, after, red, dwacc, dbacc);
+    load_dres(row);
+    auto wsrc = [&](int k, int, bool) -> Unit<T> { return wc[k]; };
+    auto dsrc = [&](int k, int, bool) -> Unit<T> { return dc[P::kResidual ? k : 0]; };
+    backward_row<P, T, K, true>(a, row, 0, nunits, src, wsrc, dsrc, [] {}, after, red, dwacc, dbacc);
     slot = slot == S - 1 ? 0 : slot + 1;
   }
   cp_async_wait<0>();
@@ -1215,40 +1269,21 @@ size_t atomic_workspace_bytes(int64_t rows, int64_t hidden) {
   return static_cast<size_t>(round_up(l.bytes, kWorkspaceAlign) + hidden * int64_t(sizeof(double)) + kWorkspaceAlign);
 }
 
-struct ForwardOptions {
-  int target_threads = kFwdTargetThreads;
-  bool preload_w = false;
-};
-
-template <class P, typename T, int K>
-void launch_fwd_cached(const FwdArgs<T>& a, dim3 grid, int threads, bool prew, cudaStream_t stream) {
-  // K = 8 with w preloaded needs more than the 64 registers of a 1024-thread block: the
-  // preload is used up to K = 4 only, and only for the one-tensor policies without bias
-  // (it is a tuning candidate of rmsnorm; the residual policy would spill).
-  if constexpr (K <= 4 && !P::kResidual && !P::kBias) {
-    if (prew) {
-      row_norm_forward_cached_kernel<P, T, K, true><<<grid, threads, 0, stream>>>(a);
-      return;
-    }
-  }
-  row_norm_forward_cached_kernel<P, T, K, false><<<grid, threads, 0, stream>>>(a);
-}
-
 /// Forward launch (arguments already validated; rows >= 1). Returns cudaErrorInvalidValue
 /// for a row too long for the cache of a policy without a streaming kernel.
 template <class P, typename T>
-cudaError_t launch_forward(const FwdArgs<T>& a, int64_t rows, cudaStream_t stream, ForwardOptions opt = {}) {
+cudaError_t launch_forward(const FwdArgs<T>& a, int64_t rows, cudaStream_t stream) {
   constexpr int KM = P::template kFwdMaxK<T>;
   const dim3 grid(static_cast<unsigned>(rows));
-  const CachedConfig cfg = pick_cached_config(max_units_per_row(a.x, a.hidden), KM, opt.target_threads);
+  const CachedConfig cfg = pick_cached_config(max_units_per_row(a.x, a.hidden), KM, kFwdTargetThreads);
   switch (cfg.k) {
-    case 1: launch_fwd_cached<P, T, 1>(a, grid, cfg.threads, opt.preload_w, stream); break;
-    case 2: launch_fwd_cached<P, T, 2>(a, grid, cfg.threads, opt.preload_w, stream); break;
+    case 1: row_norm_forward_cached_kernel<P, T, 1><<<grid, cfg.threads, 0, stream>>>(a); break;
+    case 2: row_norm_forward_cached_kernel<P, T, 2><<<grid, cfg.threads, 0, stream>>>(a); break;
     case 4:
-      if constexpr (KM >= 4) launch_fwd_cached<P, T, 4>(a, grid, cfg.threads, opt.preload_w, stream);
+      if constexpr (KM >= 4) row_norm_forward_cached_kernel<P, T, 4><<<grid, cfg.threads, 0, stream>>>(a);
       break;
     case 8:
-      if constexpr (KM >= 8) launch_fwd_cached<P, T, 8>(a, grid, cfg.threads, opt.preload_w, stream);
+      if constexpr (KM >= 8) row_norm_forward_cached_kernel<P, T, 8><<<grid, cfg.threads, 0, stream>>>(a);
       break;
     default:
       if constexpr (P::kMeanVar) {

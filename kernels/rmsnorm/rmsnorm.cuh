@@ -73,15 +73,6 @@ template <typename T>
 cudaError_t forward(const T* x, const T* w, T* y, int64_t rows, int64_t hidden, double eps,
                     cudaStream_t stream);
 
-/// Tuning candidate of forward() (the variants "tune_fwd_w" and "tune_fwd_t64" of the
-/// rmsnorm target; delete with them): the same math, with the preferred block size
-/// target_threads (32..1024; forward() uses 384) and, with preload_w, each thread's units
-/// of w loaded together with x, before the reduction. Errors as forward(), plus
-/// cudaErrorInvalidValue for target_threads out of range.
-template <typename T>
-cudaError_t forward_tuned(const T* x, const T* w, T* y, int64_t rows, int64_t hidden, double eps,
-                          int target_threads, bool preload_w, cudaStream_t stream);
-
 /// Bytes of device workspace that backward() needs for this shape, for every element
 /// type (sized for the widest accumulation type, double). Includes slack so that the
 /// workspace pointer handed to backward() may have any alignment. The workspace holds
@@ -147,15 +138,6 @@ extern template cudaError_t forward<__half>(const __half*, const __half*, __half
 extern template cudaError_t forward<__nv_bfloat16>(const __nv_bfloat16*, const __nv_bfloat16*,
                                                    __nv_bfloat16*, int64_t, int64_t, double,
                                                    cudaStream_t);
-
-#define NUMGATE_RMSNORM_TUNED_EXTERN(T)                                                                \
-  extern template cudaError_t forward_tuned<T>(const T*, const T*, T*, int64_t, int64_t, double, int, bool, \
-                                               cudaStream_t);
-NUMGATE_RMSNORM_TUNED_EXTERN(float)
-NUMGATE_RMSNORM_TUNED_EXTERN(double)
-NUMGATE_RMSNORM_TUNED_EXTERN(__half)
-NUMGATE_RMSNORM_TUNED_EXTERN(__nv_bfloat16)
-#undef NUMGATE_RMSNORM_TUNED_EXTERN
 
 extern template cudaError_t backward<float>(const float*, const float*, const float*, float*,
                                             float*, int64_t, int64_t, double, void*, size_t,

@@ -66,8 +66,9 @@ row_norm::RmsPolicy (statistic sum x^2, weight w, no residual, no bias). In shor
   order, computes dx and accumulates acc(dy) * xhat for its columns in registers (xhat
   bitwise the value used for dx), then writes one partial row per chunk. x and 16-byte
   aligned dy: the next 2 rows are copied by cp.async into a ring of 3 row slots in shared
-  memory (each thread reads back only its own units); otherwise the next row is
-  prefetched into a second register set. x and dy are read once.
+  memory (each thread reads back only its own units) and each thread holds its units of
+  w in registers for the whole chunk; otherwise the next row is prefetched into a second
+  register set. x and dy are read once.
 
   backward, separate path (H % VEC != 0, or longer rows): dx one block per row (x and dy
   cached, K in {1, 2, 4}, preferred block <= 256 threads; streaming kernel beyond 4096
@@ -93,16 +94,18 @@ row_norm::RmsPolicy (statistic sum x^2, weight w, no residual, no bias). In shor
   written, w once); backward 3 * rows * H * sizeof(T) + 2 * H * sizeof(T) (x, dy read, dx
   written; w read, dw written) plus the partials (chunks * H * sizeof(acc), written once
   and read once: ~8 MB at most on the fused path, L2-resident).
-  measured: (H200 numbers to be filled by the lead)
-
-  Tuning candidates (variants of the rmsnorm target, rmsnorm_target.cpp; the replay
-  gates them, numgate-bench times them): "tune_fwd_w" loads each thread's units of w
-  together with x, before the reduction (one dependent L2 round trip less per row, 4
-  more registers per unit); "tune_fwd_t64" prefers 64-thread blocks (K up to 8: at
-  bf16 H = 4096, 64 threads x 8 units), so more rows are in flight per SM and a
-  2048-row launch fits one wave. Both compute bitwise what forward() computes except for
-  the block reduction tree (t64: a different block size, so the last bits of sum x^2
-  may differ; within the contract).
+  Measured (H200, numgate-bench kernel clock, bf16; copy = D2D memcpy, 4272 GB/s):
+    forward  4x512x4096  (33.6 MB) 11.55 us, 68% of copy; 1x8192x4096 (134 MB) 35.35 us, 89%.
+    backward 4x512x4096  (50.3 MB) 22.07 us, 53%;         1x8192x4096 (201 MB) 68.64 us, 69%.
+  What limits them now: the forward's steady state runs at copy speed (the 6144 rows
+  between the two shapes take 23.80 us, 4.23 TB/s); its loss is a fixed ~3.6 us per
+  launch, which the timings (not a profile) point to the per-row chain (load x, block
+  reduction, divide and sqrt, w from L2, store) at the first wave and at the last rows.
+  Preloading w with x (more registers: fewer blocks per SM) and 64-thread blocks measured
+  slower (12.77 and 12.84 us at 4x512x4096), and so did a resident grid prefetching the
+  next rows into registers (12.18 / 41.08 us). The backward is latency-bound per chunk:
+  2-4 blocks per SM, 2 rows in flight each, the block reduction per row; then the
+  stage-2 launch.
 
 Limits: 1 <= H <= 65536, 0 <= rows <= 2^31 - 1 (at most one block per row in grid.x), pointers
 aligned to sizeof(T), no overlap between tensors. Build without --use_fast_math (the
@@ -131,7 +134,7 @@ bool shape_ok(int64_t rows, int64_t hidden) {
 
 template <typename T>
 cudaError_t forward_impl(const T* x, const T* w, T* y, int64_t rows, int64_t hidden, double eps,
-                         cudaStream_t stream, rn::ForwardOptions opt) {
+                         cudaStream_t stream) {
   using A = acc_t<T>;
   if (!shape_ok(rows, hidden)) return cudaErrorInvalidValue;
   if (rows == 0) return cudaSuccess;
@@ -139,7 +142,7 @@ cudaError_t forward_impl(const T* x, const T* w, T* y, int64_t rows, int64_t hid
   if (!rn::aligned_to_element(x) || !rn::aligned_to_element(w) || !rn::aligned_to_element(y))
     return cudaErrorInvalidValue;
   const rn::FwdArgs<T> a{x, nullptr, w, nullptr, nullptr, y, static_cast<int>(hidden), static_cast<A>(eps)};
-  return rn::launch_forward<P, T>(a, rows, stream, opt);
+  return rn::launch_forward<P, T>(a, rows, stream);
 }
 
 /// backward() and backward_atomic_dw(): the same dx and dw partials; stage 2 of dw in a
@@ -178,14 +181,7 @@ cudaError_t backward_impl(const T* x, const T* w, const T* dy, T* dx, T* dw, int
 template <typename T>
 cudaError_t forward(const T* x, const T* w, T* y, int64_t rows, int64_t hidden, double eps,
                     cudaStream_t stream) {
-  return forward_impl<T>(x, w, y, rows, hidden, eps, stream, rn::ForwardOptions{});
-}
-
-template <typename T>
-cudaError_t forward_tuned(const T* x, const T* w, T* y, int64_t rows, int64_t hidden, double eps,
-                          int target_threads, bool preload_w, cudaStream_t stream) {
-  if (target_threads < 32 || target_threads > 1024) return cudaErrorInvalidValue;
-  return forward_impl<T>(x, w, y, rows, hidden, eps, stream, rn::ForwardOptions{target_threads, preload_w});
+  return forward_impl<T>(x, w, y, rows, hidden, eps, stream);
 }
 
 size_t backward_workspace_bytes(int64_t rows, int64_t hidden) {
@@ -218,8 +214,6 @@ cudaError_t backward_atomic_dw(const T* x, const T* w, const T* dy, T* dx, T* dw
 
 #define NUMGATE_RMSNORM_INST(T)                                                                              \
   template cudaError_t forward<T>(const T*, const T*, T*, int64_t, int64_t, double, cudaStream_t);          \
-  template cudaError_t forward_tuned<T>(const T*, const T*, T*, int64_t, int64_t, double, int, bool,        \
-                                        cudaStream_t);                                                      \
   template cudaError_t backward<T>(const T*, const T*, const T*, T*, T*, int64_t, int64_t, double, void*,   \
                                    size_t, cudaStream_t);                                                   \
   template cudaError_t backward_atomic_dw<T>(const T*, const T*, const T*, T*, T*, int64_t, int64_t, double, \
