@@ -2,20 +2,32 @@
 SwiGLU and GeGLU forward and backward kernels (the numgate target kernels for "swiglu" and
 "geglu"; formulas and sources in glu.cuh / glu_math.h).
 
-Numerics contract (the CPU reference in glu_oracle.cpp calls the same scalar functions,
-glu_math.h, on the host). C is the compute type: float for T = __nv_bfloat16 / __half,
-double for T = float / double. Per element, with inputs widened exactly to C:
+Numerics contract. C is the compute type: float for T = __nv_bfloat16 / __half, double for
+T = float / double. Per element, with inputs widened exactly to C:
 
   forward:   y  = T( act(a) * b )
   backward:  da = T( (dy * b) * act'(a) ),   db = T( dy * act(a) )
 
-act / act' are evaluated in cancellation-free forms (glu_math.h), with CUDA's accurate
-expf / expm1f / erfcf (double: exp / expm1 / erfc; never the __expf intrinsics), IEEE
-divisions (no --use_fast_math: it would also flush subnormals); a*b+c may be fused (FMA),
-so the last FP32 bits may differ from the reference, not the rounded outputs beyond 1 ULP.
-Accuracy: bf16/fp16 outputs are within 1 ULP of the correctly rounded FP64 value (the FP32
-error, a few FP32 ulp even next to the derivative roots, is < 2^-16 relative); fp32
-outputs are computed in FP64 and rounded once (FP32 math would give several ulp).
+  * fp32 / fp64 tensors: act / act' are glu_math.h's FP64 functions (the same scalar code
+    the CPU reference runs on the host: cancellation-free forms, accurate exp / expm1 /
+    erfc); outputs rounded once (FP32 math would cost several fp32 ulp).
+  * bf16 / fp16 tensors: the fast FP32 path of glu_fast.h (one sigmoid or Gaussian tail
+    shared by act and act', CUDA's accurate expf, MUFU reciprocal + one Newton step, a
+    degree-10 Mills-ratio polynomial instead of erfcf, root-window polynomials for act'
+    near its zero, selects instead of branches; no flush to zero anywhere a result can be
+    subnormal). It is not the reference's operation sequence; its error bound is: for
+    every input a, |act32 - act| and |act32' - act'| stay within the share of the gate's
+    rounding bound E = gamma abs_terms + 10 2^-150 (gamma = 10u / (1 - 10u), u = 2^-24)
+    left after the output products' own roundings (glu_fast.h, conditions (A) and (D)),
+    so every element the gate calls decidable rounds to round(golden) and every element
+    is within 1 ULP (relative error of act, act' below 2^-13 wherever they are normal
+    FP32 numbers, measured < 2^-16). tests/gpu/test_glu_fast_math.cpp checks (A), (D)
+    and the 2^-13 on the device for all 65536 bf16 and all 65536 fp16 inputs of SiLU,
+    erf GELU and tanh GELU, and that two worse approximations fail it.
+  Non-finite inputs: act(+inf) = +inf, act(-inf) = -0, act'(+inf) = 1, act'(-inf) = 0,
+  NaN -> NaN (the clamps of glu_math.h, NaN-keeping max.NaN / min.NaN on the fast path),
+  then IEEE products; fp16 outputs beyond 65504 round to inf as the golden's rounding does.
+  No --use_fast_math (it would flush subnormals and replace expf).
 
 Design.
   Units on a virtual 16-byte grid. The n elements are viewed on a 16-byte grid anchored
@@ -33,6 +45,10 @@ Design.
   ones a fixed resident set that strides. Forward writes y; backward writes da and db in
   the same pass (a, b, dy each read once). No shared memory, no atomics, no reductions:
   the output does not depend on the launch shape (bitwise identical for any grid).
+
+Speed (H200, numgate-bench kernel clock, bf16; minimal traffic = each input read once and
+each output written once; copy = the same GPU's device-to-device memcpy, ~4260 GB/s):
+  PERF_TABLE
 */
 
 #include "glu/glu.cuh"
@@ -41,6 +57,7 @@ Design.
 #include <type_traits>
 
 #include "common/cuda_utils.cuh"
+#include "glu/glu_fast.h"
 #include "glu/glu_math.h"
 
 namespace numgate::glu {
@@ -62,19 +79,31 @@ using numgate::device::Unit;
 template <typename T>
 using comp_t = std::conditional_t<sizeof(T) == 2, float, double>;
 
-enum class Fn { silu, gelu_erf, gelu_tanh };
+using fast::Fn;
 
+/// act(a): the fast FP32 path for 16-bit tensors (glu_fast.h), FP64 glu_math.h otherwise.
 template <Fn F, typename C>
 __device__ __forceinline__ C act(C a) {
-  if constexpr (F == Fn::silu) return math::silu(a);
+  if constexpr (std::is_same_v<C, float>) return fast::act_only<F>(a);
+  else if constexpr (F == Fn::silu) return math::silu(a);
   else if constexpr (F == Fn::gelu_erf) return math::gelu_erf(a);
   else return math::gelu_tanh(a);
 }
+/// act(a) and act'(a) together (the fast path shares its sigmoid / Gaussian tail).
 template <Fn F, typename C>
-__device__ __forceinline__ C dact(C a) {
-  if constexpr (F == Fn::silu) return math::dsilu(a);
-  else if constexpr (F == Fn::gelu_erf) return math::dgelu_erf(a);
-  else return math::dgelu_tanh(a);
+__device__ __forceinline__ void act_dact(C a, C& y, C& dy) {
+  if constexpr (std::is_same_v<C, float>) {
+    fast::act_dact<F>(a, y, dy);
+  } else if constexpr (F == Fn::silu) {
+    y = math::silu(a);
+    dy = math::dsilu(a);
+  } else if constexpr (F == Fn::gelu_erf) {
+    y = math::gelu_erf(a);
+    dy = math::dgelu_erf(a);
+  } else {
+    y = math::gelu_tanh(a);
+    dy = math::dgelu_tanh(a);
+  }
 }
 
 constexpr int kThreads = 256;
@@ -83,7 +112,7 @@ constexpr int kBlocksPerSm = 8; // resident-grid cap: 8 x 256 threads = 2048 per
 
 // load_at / store_at: common/cuda_utils.cuh.
 
-template <typename T, Fn F>
+template <typename T, Fn F, int U>
 __global__ void __launch_bounds__(kThreads)
     glu_forward_kernel(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ y, int64_t n) {
   using C = comp_t<T>;
@@ -95,10 +124,10 @@ __global__ void __launch_bounds__(kThreads)
   const bool y_al = grid_is_aligned(static_cast<const T*>(y), shift);
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t u0 = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; u0 < nunits;
-       u0 += kUnroll * stride) {
-    Unit<T> au[kUnroll], bu[kUnroll];
+       u0 += U * stride) {
+    Unit<T> au[U], bu[U];
 #pragma unroll
-    for (int k = 0; k < kUnroll; ++k) {
+    for (int k = 0; k < U; ++k) {
       const int64_t u = u0 + k * stride;
       if (u < nunits) {
         const int64_t lo = u * V - shift;
@@ -108,7 +137,7 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
 #pragma unroll
-    for (int k = 0; k < kUnroll; ++k) {
+    for (int k = 0; k < U; ++k) {
       const int64_t u = u0 + k * stride;
       if (u < nunits) {
         const int64_t lo = u * V - shift;
@@ -125,7 +154,7 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-template <typename T, Fn F>
+template <typename T, Fn F, int U>
 __global__ void __launch_bounds__(kThreads)
     glu_backward_kernel(const T* __restrict__ a, const T* __restrict__ b, const T* __restrict__ dy,
                         T* __restrict__ da, T* __restrict__ db, int64_t n) {
@@ -140,10 +169,10 @@ __global__ void __launch_bounds__(kThreads)
   const bool db_al = grid_is_aligned(static_cast<const T*>(db), shift);
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t u0 = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; u0 < nunits;
-       u0 += kUnroll * stride) {
-    Unit<T> au[kUnroll], bu[kUnroll], gu[kUnroll];
+       u0 += U * stride) {
+    Unit<T> au[U], bu[U], gu[U];
 #pragma unroll
-    for (int k = 0; k < kUnroll; ++k) {
+    for (int k = 0; k < U; ++k) {
       const int64_t u = u0 + k * stride;
       if (u < nunits) {
         const int64_t lo = u * V - shift;
@@ -154,7 +183,7 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
 #pragma unroll
-    for (int k = 0; k < kUnroll; ++k) {
+    for (int k = 0; k < U; ++k) {
       const int64_t u = u0 + k * stride;
       if (u < nunits) {
         const int64_t lo = u * V - shift;
@@ -164,8 +193,10 @@ __global__ void __launch_bounds__(kThreads)
         for (int j = 0; j < V; ++j) {
           const C av = static_cast<C>(unit_acc(au[k], j)), bv = static_cast<C>(unit_acc(bu[k], j));
           const C gv = static_cast<C>(unit_acc(gu[k], j));
-          oa[j] = static_cast<A>((gv * bv) * dact<F>(av));
-          ob[j] = static_cast<A>(gv * act<F>(av));
+          C y, dyv;
+          act_dact<F>(av, y, dyv);
+          oa[j] = static_cast<A>((gv * bv) * dyv);
+          ob[j] = static_cast<A>(gv * y);
         }
         store_at(da, lo, n, full && da_al, pack_from_acc<T>(oa));
         store_at(db, lo, n, full && db_al, pack_from_acc<T>(ob));
@@ -181,9 +212,10 @@ bool aligned_to_element(const void* p) {
   return reinterpret_cast<std::uintptr_t>(p) % sizeof(T) == 0;
 }
 
-/// Blocks for nunits units: just enough for one trip, capped at kBlocksPerSm per SM.
+/// Blocks for nunits units at `units` per thread per trip: just enough for one trip,
+/// capped at blocks_per_sm per SM (0: no cap, one trip).
 template <typename T>
-cudaError_t grid_for(const T* a, int64_t n, unsigned& blocks) {
+cudaError_t grid_for(const T* a, int64_t n, int units, int blocks_per_sm, unsigned& blocks) {
   constexpr int V = kVec<T>;
   const int64_t shift = static_cast<int64_t>((reinterpret_cast<std::uintptr_t>(a) & 15u) / sizeof(T));
   const int64_t nunits = (n + shift + V - 1) / V;
@@ -192,28 +224,37 @@ cudaError_t grid_for(const T* a, int64_t n, unsigned& blocks) {
   if (err != cudaSuccess) return err;
   err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
   if (err != cudaSuccess) return err;
-  const int64_t need = (nunits + int64_t(kThreads) * kUnroll - 1) / (int64_t(kThreads) * kUnroll);
-  const int64_t cap = int64_t(sms > 0 ? sms : 1) * kBlocksPerSm;
+  const int64_t need = (nunits + int64_t(kThreads) * units - 1) / (int64_t(kThreads) * units);
+  const int64_t cap = blocks_per_sm > 0 ? int64_t(sms > 0 ? sms : 1) * blocks_per_sm : int64_t(0x7fffffff);
   blocks = static_cast<unsigned>(need < cap ? need : cap);
   return cudaSuccess;
 }
 
+/// The launch shape: units per thread per trip (1, 2 or 4) and the resident-grid cap.
+struct Shape {
+  int units = kUnroll;
+  int blocks_per_sm = kBlocksPerSm;
+};
+
 template <typename T, Fn F>
-cudaError_t launch_forward(const T* a, const T* b, T* y, int64_t n, cudaStream_t stream) {
+cudaError_t launch_forward(const T* a, const T* b, T* y, int64_t n, cudaStream_t stream, Shape sh = {}) {
   if (n < 0 || n > kMaxN) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
   if (a == nullptr || b == nullptr || y == nullptr) return cudaErrorInvalidValue;
   if (!aligned_to_element<T>(a) || !aligned_to_element<T>(b) || !aligned_to_element<T>(y))
     return cudaErrorInvalidValue;
   unsigned blocks = 0;
-  const cudaError_t err = grid_for(a, n, blocks);
+  const cudaError_t err = grid_for(a, n, sh.units, sh.blocks_per_sm, blocks);
   if (err != cudaSuccess) return err;
-  glu_forward_kernel<T, F><<<blocks, kThreads, 0, stream>>>(a, b, y, n);
+  if (sh.units == 1) glu_forward_kernel<T, F, 1><<<blocks, kThreads, 0, stream>>>(a, b, y, n);
+  else if (sh.units == 4) glu_forward_kernel<T, F, 4><<<blocks, kThreads, 0, stream>>>(a, b, y, n);
+  else glu_forward_kernel<T, F, 2><<<blocks, kThreads, 0, stream>>>(a, b, y, n);
   return cudaGetLastError();
 }
 
 template <typename T, Fn F>
-cudaError_t launch_backward(const T* a, const T* b, const T* dy, T* da, T* db, int64_t n, cudaStream_t stream) {
+cudaError_t launch_backward(const T* a, const T* b, const T* dy, T* da, T* db, int64_t n, cudaStream_t stream,
+                            Shape sh = {}) {
   if (n < 0 || n > kMaxN) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
   if (a == nullptr || b == nullptr || dy == nullptr || da == nullptr || db == nullptr) return cudaErrorInvalidValue;
@@ -221,11 +262,15 @@ cudaError_t launch_backward(const T* a, const T* b, const T* dy, T* da, T* db, i
       !aligned_to_element<T>(da) || !aligned_to_element<T>(db))
     return cudaErrorInvalidValue;
   unsigned blocks = 0;
-  const cudaError_t err = grid_for(a, n, blocks);
+  const cudaError_t err = grid_for(a, n, sh.units, sh.blocks_per_sm, blocks);
   if (err != cudaSuccess) return err;
-  glu_backward_kernel<T, F><<<blocks, kThreads, 0, stream>>>(a, b, dy, da, db, n);
+  if (sh.units == 1) glu_backward_kernel<T, F, 1><<<blocks, kThreads, 0, stream>>>(a, b, dy, da, db, n);
+  else if (sh.units == 4) glu_backward_kernel<T, F, 4><<<blocks, kThreads, 0, stream>>>(a, b, dy, da, db, n);
+  else glu_backward_kernel<T, F, 2><<<blocks, kThreads, 0, stream>>>(a, b, dy, da, db, n);
   return cudaGetLastError();
 }
+
+Fn fn_of(int act) { return act == 0 ? Fn::silu : act == 1 ? Fn::gelu_erf : Fn::gelu_tanh; }
 
 }  // namespace
 
@@ -249,11 +294,34 @@ cudaError_t geglu_backward(const T* a, const T* b, const T* dy, T* da, T* db, in
                           : launch_backward<T, Fn::gelu_erf>(a, b, dy, da, db, n, stream);
 }
 
+template <typename T>
+cudaError_t glu_forward_tuned(int act, const T* a, const T* b, T* y, int64_t n, int units, int blocks_per_sm,
+                              cudaStream_t stream) {
+  const Shape sh{units, blocks_per_sm};
+  switch (fn_of(act)) {
+    case Fn::silu: return launch_forward<T, Fn::silu>(a, b, y, n, stream, sh);
+    case Fn::gelu_erf: return launch_forward<T, Fn::gelu_erf>(a, b, y, n, stream, sh);
+    default: return launch_forward<T, Fn::gelu_tanh>(a, b, y, n, stream, sh);
+  }
+}
+template <typename T>
+cudaError_t glu_backward_tuned(int act, const T* a, const T* b, const T* dy, T* da, T* db, int64_t n, int units,
+                               int blocks_per_sm, cudaStream_t stream) {
+  const Shape sh{units, blocks_per_sm};
+  switch (fn_of(act)) {
+    case Fn::silu: return launch_backward<T, Fn::silu>(a, b, dy, da, db, n, stream, sh);
+    case Fn::gelu_erf: return launch_backward<T, Fn::gelu_erf>(a, b, dy, da, db, n, stream, sh);
+    default: return launch_backward<T, Fn::gelu_tanh>(a, b, dy, da, db, n, stream, sh);
+  }
+}
+
 #define NUMGATE_GLU_INSTANTIATE(T)                                                                       \
   template cudaError_t swiglu_forward<T>(const T*, const T*, T*, int64_t, cudaStream_t);                \
   template cudaError_t swiglu_backward<T>(const T*, const T*, const T*, T*, T*, int64_t, cudaStream_t); \
   template cudaError_t geglu_forward<T>(const T*, const T*, T*, int64_t, bool, cudaStream_t);           \
-  template cudaError_t geglu_backward<T>(const T*, const T*, const T*, T*, T*, int64_t, bool, cudaStream_t);
+  template cudaError_t geglu_backward<T>(const T*, const T*, const T*, T*, T*, int64_t, bool, cudaStream_t); \
+  template cudaError_t glu_forward_tuned<T>(int, const T*, const T*, T*, int64_t, int, int, cudaStream_t);  \
+  template cudaError_t glu_backward_tuned<T>(int, const T*, const T*, const T*, T*, T*, int64_t, int, int, cudaStream_t);
 NUMGATE_GLU_INSTANTIATE(float)
 NUMGATE_GLU_INSTANTIATE(double)
 NUMGATE_GLU_INSTANTIATE(__half)

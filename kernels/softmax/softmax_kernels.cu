@@ -355,12 +355,130 @@ __global__ void __launch_bounds__(kThreads) backward_kernel(const T* __restrict_
   }
 }
 
+/// 16-byte unit load / store with a streaming cache hint (ld.global.cs / st.global.cs:
+/// evict first) where the unit moves as one vector; element by element otherwise. Same
+/// values as load_unit / store_unit.
+template <typename T, bool kStream>
+__device__ __forceinline__ Unit<T> load_unit_hint(const T* row, int lo, int n, bool vector_ok) {
+  if constexpr (kStream) {
+    if (vector_ok) {
+      const uint4 q = __ldcs(reinterpret_cast<const uint4*>(row + lo));
+      return Unit<T>{{q.x, q.y, q.z, q.w}};
+    }
+  }
+  return load_unit(row, lo, n, vector_ok);
+}
+template <typename T, bool kStream>
+__device__ __forceinline__ void store_unit_hint(T* row, int lo, int n, bool vector_ok, const Unit<T>& u) {
+  if constexpr (kStream) {
+    if (vector_ok) {
+      __stcs(reinterpret_cast<uint4*>(row + lo), make_uint4(u.w[0], u.w[1], u.w[2], u.w[3]));
+      return;
+    }
+  }
+  store_unit(row, lo, n, vector_ok, u);
+}
+
+/// Backward with the row held in registers: thread t loads its units t, t + 256, ...,
+/// t + (R - 1) * 256 of y and dy once, all before any arithmetic (2R 16-byte loads in
+/// flight per thread), then the same operations in the same order as backward_kernel
+/// (bitwise the same dx): y and dy cross DRAM once and are never loaded twice.
+template <typename T, int R, bool kStream>
+__global__ void __launch_bounds__(kThreads) backward_cached_kernel(const T* __restrict__ y, const T* __restrict__ dy,
+                                                                   T* __restrict__ dx, int k_len, acc_t<T> sf) {
+  using A = acc_t<T>;
+  constexpr int VEC = kVec<T>;
+  __shared__ A smem_sum[1][32];
+  const int64_t r = blockIdx.x;
+  const T* yr = y + r * k_len;
+  const T* dyr = dy + r * k_len;
+  T* dxr = dx + r * k_len;
+  const int shift = grid_shift(yr);
+  const int nunits = (k_len + shift + VEC - 1) / VEC;
+  const bool dy_al = grid_is_aligned(dyr, shift);
+  const bool dx_al = grid_is_aligned(static_cast<const T*>(dxr), shift);
+
+  Unit<T> uy[R], ud[R];
+#pragma unroll
+  for (int k = 0; k < R; ++k) {
+    const int u = static_cast<int>(threadIdx.x) + k * kThreads;
+    uy[k] = numgate::device::zero_unit<T>();
+    ud[k] = numgate::device::zero_unit<T>();
+    if (u < nunits) {
+      const int lo = u * VEC - shift;
+      const bool full = unit_is_full<T>(lo, k_len);
+      uy[k] = load_unit_hint<T, kStream>(yr, lo, k_len, full);
+      ud[k] = load_unit_hint<T, kStream>(dyr, lo, k_len, full && dy_al);
+    }
+  }
+  A dot[1] = {A(0)};
+#pragma unroll
+  for (int k = 0; k < R; ++k) {
+    const int u = static_cast<int>(threadIdx.x) + k * kThreads;
+    if (u >= nunits) continue;
+    const int lo = u * VEC - shift;
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) {
+      const int idx = lo + j;
+      if (idx >= 0 && idx < k_len) dot[0] = add_rn(dot[0], mul_rn(unit_acc(ud[k], j), unit_acc(uy[k], j)));
+    }
+  }
+  block_sum<1>(dot, smem_sum);
+#pragma unroll
+  for (int k = 0; k < R; ++k) {
+    numgate::device::keep_packed(uy[k]);
+    numgate::device::keep_packed(ud[k]);
+  }
+#pragma unroll
+  for (int k = 0; k < R; ++k) {
+    const int u = static_cast<int>(threadIdx.x) + k * kThreads;
+    if (u >= nunits) continue;
+    const int lo = u * VEC - shift;
+    const bool full = unit_is_full<T>(lo, k_len);
+    A v[VEC];
+#pragma unroll
+    for (int j = 0; j < VEC; ++j)
+      v[j] = mul_rn(sf, mul_rn(unit_acc(uy[k], j), sub_rn(unit_acc(ud[k], j), dot[0])));
+    store_unit_hint<T, kStream>(dxr, lo, k_len, full && dx_al, pack_from_acc<T>(v));
+  }
+}
+
 template <typename T>
 bool aligned(const T* p) {
   return (reinterpret_cast<std::uintptr_t>(p) % alignof(T)) == 0;
 }
 
 constexpr int64_t kMaxRows = 2147483647LL, kMaxKLen = int64_t{1} << 30;
+
+/// Backward launch: the register-cached kernel with the smallest cache (1, 2 or 4 units per
+/// thread, at most cache_units; 0: none) that holds the row, else the two-sweep kernel.
+template <typename T>
+cudaError_t backward_launch(const T* y, const T* dy, T* dx, int64_t rows, int64_t k_len, double scale,
+                            cudaStream_t stream, int cache_units, bool stream_hint) {
+  const int64_t vec = kVec<T>;
+  const int64_t max_units =
+      (k_len * static_cast<int64_t>(sizeof(T))) % 16 == 0
+          ? (k_len + static_cast<int64_t>(reinterpret_cast<std::uintptr_t>(y) % 16 / sizeof(T)) + vec - 1) / vec
+          : (k_len + 2 * (vec - 1)) / vec;
+  const unsigned grid = static_cast<unsigned>(rows);
+  const int kl = static_cast<int>(k_len);
+  const acc_t<T> sf = static_cast<acc_t<T>>(scale);
+  int R = 0;
+  for (int c : {1, 2, 4})
+    if (R == 0 && c <= cache_units && max_units <= int64_t(c) * kThreads) R = c;
+#define NUMGATE_SOFTMAX_BWD(RR)                                                                              \
+  if (R == RR) {                                                                                           \
+    if (stream_hint) backward_cached_kernel<T, RR, true><<<grid, kThreads, 0, stream>>>(y, dy, dx, kl, sf);  \
+    else backward_cached_kernel<T, RR, false><<<grid, kThreads, 0, stream>>>(y, dy, dx, kl, sf);             \
+    return cudaGetLastError();                                                                             \
+  }
+  NUMGATE_SOFTMAX_BWD(1)
+  NUMGATE_SOFTMAX_BWD(2)
+  NUMGATE_SOFTMAX_BWD(4)
+#undef NUMGATE_SOFTMAX_BWD
+  backward_kernel<T><<<grid, kThreads, 0, stream>>>(y, dy, dx, kl, sf);
+  return cudaGetLastError();
+}
 
 }  // namespace
 
@@ -403,15 +521,23 @@ cudaError_t backward(const T* y, const T* dy, T* dx, int64_t rows, int64_t k_len
   if (rows < 0 || rows > kMaxRows || k_len < 1 || k_len > kMaxKLen) return cudaErrorInvalidValue;
   if (rows == 0) return cudaSuccess;
   if (!y || !dy || !dx || !aligned(y) || !aligned(dy) || !aligned(dx)) return cudaErrorInvalidValue;
-  backward_kernel<T><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(y, dy, dx, static_cast<int>(k_len),
-                                                                          static_cast<acc_t<T>>(scale));
-  return cudaGetLastError();
+  return backward_launch(y, dy, dx, rows, k_len, scale, stream, /*cache_units=*/0, /*stream_hint=*/false);
+}
+
+template <typename T>
+cudaError_t backward_tuned(const T* y, const T* dy, T* dx, int64_t rows, int64_t k_len, double scale,
+                           int cache_units, bool stream_hint, cudaStream_t stream) {
+  if (rows < 0 || rows > kMaxRows || k_len < 1 || k_len > kMaxKLen) return cudaErrorInvalidValue;
+  if (rows == 0) return cudaSuccess;
+  if (!y || !dy || !dx || !aligned(y) || !aligned(dy) || !aligned(dx)) return cudaErrorInvalidValue;
+  return backward_launch(y, dy, dx, rows, k_len, scale, stream, cache_units, stream_hint);
 }
 
 #define NUMGATE_SOFTMAX_INSTANTIATE(T)                                                                  \
   template cudaError_t forward<T>(const T*, const T*, T*, int64_t, int64_t, int64_t, double, int, int64_t, \
                                   cudaStream_t);                                                         \
-  template cudaError_t backward<T>(const T*, const T*, T*, int64_t, int64_t, double, cudaStream_t);
+  template cudaError_t backward<T>(const T*, const T*, T*, int64_t, int64_t, double, cudaStream_t);   \
+  template cudaError_t backward_tuned<T>(const T*, const T*, T*, int64_t, int64_t, double, int, bool, cudaStream_t);
 NUMGATE_SOFTMAX_INSTANTIATE(float)
 NUMGATE_SOFTMAX_INSTANTIATE(double)
 NUMGATE_SOFTMAX_INSTANTIATE(__half)
