@@ -81,19 +81,20 @@ using comp_t = std::conditional_t<sizeof(T) == 2, float, double>;
 
 using fast::Fn;
 
-/// act(a): the fast FP32 path for 16-bit tensors (glu_fast.h), FP64 glu_math.h otherwise.
-template <Fn F, typename C>
+/// act(a): the fast FP32 path for 16-bit tensors (glu_fast.h; Ex2: exp by MUFU.EX2, else
+/// CUDA's expf), FP64 glu_math.h otherwise.
+template <Fn F, bool Ex2, typename C>
 __device__ __forceinline__ C act(C a) {
-  if constexpr (std::is_same_v<C, float>) return fast::act_only<F>(a);
+  if constexpr (std::is_same_v<C, float>) return fast::act_only<F, Ex2>(a);
   else if constexpr (F == Fn::silu) return math::silu(a);
   else if constexpr (F == Fn::gelu_erf) return math::gelu_erf(a);
   else return math::gelu_tanh(a);
 }
 /// act(a) and act'(a) together (the fast path shares its sigmoid / Gaussian tail).
-template <Fn F, typename C>
+template <Fn F, bool Ex2, typename C>
 __device__ __forceinline__ void act_dact(C a, C& y, C& dy) {
   if constexpr (std::is_same_v<C, float>) {
-    fast::act_dact<F>(a, y, dy);
+    fast::act_dact<F, false, Ex2>(a, y, dy);
   } else if constexpr (F == Fn::silu) {
     y = math::silu(a);
     dy = math::dsilu(a);
@@ -106,13 +107,37 @@ __device__ __forceinline__ void act_dact(C a, C& y, C& dy) {
   }
 }
 
+/// Loads / stores a unit at lo (common/cuda_utils.cuh load_at / store_at); Cs: a full
+/// vector unit moves with the evict-first hint (ld.global.cs / st.global.cs): every byte
+/// is touched once, so nothing is worth keeping in L1 / L2.
+template <bool Cs, typename T>
+__device__ __forceinline__ Unit<T> load_h(const T* p, int64_t lo, int64_t n, bool vec) {
+  if constexpr (Cs) {
+    if (vec) {
+      const uint4 q = __ldcs(reinterpret_cast<const uint4*>(p + lo));
+      return Unit<T>{{q.x, q.y, q.z, q.w}};
+    }
+  }
+  return load_at(p, lo, n, vec);
+}
+template <bool Cs, typename T>
+__device__ __forceinline__ void store_h(T* p, int64_t lo, int64_t n, bool vec, const Unit<T>& u) {
+  if constexpr (Cs) {
+    if (vec) {
+      __stcs(reinterpret_cast<uint4*>(p + lo), make_uint4(u.w[0], u.w[1], u.w[2], u.w[3]));
+      return;
+    }
+  }
+  store_at(p, lo, n, vec, u);
+}
+
 constexpr int kThreads = 256;
-constexpr int kUnroll = 2;      // units per thread per grid-stride trip
-constexpr int kBlocksPerSm = 8; // resident-grid cap: 8 x 256 threads = 2048 per SM
+constexpr int kUnroll = 1;      // units per thread per grid-stride trip
+constexpr int kBlocksPerSm = 0; // no resident-grid cap: one trip (flat grid)
 
 // load_at / store_at: common/cuda_utils.cuh.
 
-template <typename T, Fn F, int U>
+template <typename T, Fn F, int U, bool Ex2, bool Cs>
 __global__ void __launch_bounds__(kThreads)
     glu_forward_kernel(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ y, int64_t n) {
   using C = comp_t<T>;
@@ -132,8 +157,8 @@ __global__ void __launch_bounds__(kThreads)
       if (u < nunits) {
         const int64_t lo = u * V - shift;
         const bool full = lo >= 0 && lo + V <= n;
-        au[k] = load_at(a, lo, n, full);
-        bu[k] = load_at(b, lo, n, full && b_al);
+        au[k] = load_h<Cs>(a, lo, n, full);
+        bu[k] = load_h<Cs>(b, lo, n, full && b_al);
       }
     }
 #pragma unroll
@@ -146,15 +171,15 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
         for (int j = 0; j < V; ++j) {
           const C av = static_cast<C>(unit_acc(au[k], j)), bv = static_cast<C>(unit_acc(bu[k], j));
-          out[j] = static_cast<A>(act<F>(av) * bv);
+          out[j] = static_cast<A>(act<F, Ex2>(av) * bv);
         }
-        store_at(y, lo, n, full && y_al, pack_from_acc<T>(out));
+        store_h<Cs>(y, lo, n, full && y_al, pack_from_acc<T>(out));
       }
     }
   }
 }
 
-template <typename T, Fn F, int U>
+template <typename T, Fn F, int U, bool Ex2, bool Cs>
 __global__ void __launch_bounds__(kThreads)
     glu_backward_kernel(const T* __restrict__ a, const T* __restrict__ b, const T* __restrict__ dy,
                         T* __restrict__ da, T* __restrict__ db, int64_t n) {
@@ -177,9 +202,9 @@ __global__ void __launch_bounds__(kThreads)
       if (u < nunits) {
         const int64_t lo = u * V - shift;
         const bool full = lo >= 0 && lo + V <= n;
-        au[k] = load_at(a, lo, n, full);
-        bu[k] = load_at(b, lo, n, full && b_al);
-        gu[k] = load_at(dy, lo, n, full && dy_al);
+        au[k] = load_h<Cs>(a, lo, n, full);
+        bu[k] = load_h<Cs>(b, lo, n, full && b_al);
+        gu[k] = load_h<Cs>(dy, lo, n, full && dy_al);
       }
     }
 #pragma unroll
@@ -194,12 +219,12 @@ __global__ void __launch_bounds__(kThreads)
           const C av = static_cast<C>(unit_acc(au[k], j)), bv = static_cast<C>(unit_acc(bu[k], j));
           const C gv = static_cast<C>(unit_acc(gu[k], j));
           C y, dyv;
-          act_dact<F>(av, y, dyv);
+          act_dact<F, Ex2>(av, y, dyv);
           oa[j] = static_cast<A>((gv * bv) * dyv);
           ob[j] = static_cast<A>(gv * y);
         }
-        store_at(da, lo, n, full && da_al, pack_from_acc<T>(oa));
-        store_at(db, lo, n, full && db_al, pack_from_acc<T>(ob));
+        store_h<Cs>(da, lo, n, full && da_al, pack_from_acc<T>(oa));
+        store_h<Cs>(db, lo, n, full && db_al, pack_from_acc<T>(ob));
       }
     }
   }
@@ -230,11 +255,36 @@ cudaError_t grid_for(const T* a, int64_t n, int units, int blocks_per_sm, unsign
   return cudaSuccess;
 }
 
-/// The launch shape: units per thread per trip (1, 2 or 4) and the resident-grid cap.
+/// The launch shape: units per thread per trip (1 or 2), the resident-grid cap (0: none),
+/// exp by MUFU.EX2 (else expf) and evict-first hints. The production shape is the default;
+/// the others are the tune_* candidates (16-bit types only: fp32 / fp64 always take the
+/// default, their math is FP64 either way).
 struct Shape {
   int units = kUnroll;
   int blocks_per_sm = kBlocksPerSm;
+  bool ex2 = true;
+  bool cs = true;
 };
+
+template <typename T, Fn F, bool Fwd, typename... Args>
+cudaError_t launch_shaped(unsigned blocks, cudaStream_t stream, Shape sh, Args... args) {
+  auto go = [&](auto kernel) {
+    kernel<<<blocks, kThreads, 0, stream>>>(args...);
+    return cudaGetLastError();
+  };
+  const bool custom = sizeof(T) == 2 && !(sh.units == 1 && sh.ex2 && sh.cs);
+  if constexpr (Fwd) {
+    if (!custom) return go(glu_forward_kernel<T, F, 1, true, true>);
+    if (sh.units == 2) return go(glu_forward_kernel<T, F, 2, true, true>);
+    if (!sh.ex2) return go(glu_forward_kernel<T, F, 1, false, true>);
+    return go(glu_forward_kernel<T, F, 1, true, false>);
+  } else {
+    if (!custom) return go(glu_backward_kernel<T, F, 1, true, true>);
+    if (sh.units == 2) return go(glu_backward_kernel<T, F, 2, true, true>);
+    if (!sh.ex2) return go(glu_backward_kernel<T, F, 1, false, true>);
+    return go(glu_backward_kernel<T, F, 1, true, false>);
+  }
+}
 
 template <typename T, Fn F>
 cudaError_t launch_forward(const T* a, const T* b, T* y, int64_t n, cudaStream_t stream, Shape sh = {}) {
@@ -243,13 +293,11 @@ cudaError_t launch_forward(const T* a, const T* b, T* y, int64_t n, cudaStream_t
   if (a == nullptr || b == nullptr || y == nullptr) return cudaErrorInvalidValue;
   if (!aligned_to_element<T>(a) || !aligned_to_element<T>(b) || !aligned_to_element<T>(y))
     return cudaErrorInvalidValue;
+  if (sizeof(T) != 2) sh = Shape{};
   unsigned blocks = 0;
   const cudaError_t err = grid_for(a, n, sh.units, sh.blocks_per_sm, blocks);
   if (err != cudaSuccess) return err;
-  if (sh.units == 1) glu_forward_kernel<T, F, 1><<<blocks, kThreads, 0, stream>>>(a, b, y, n);
-  else if (sh.units == 4) glu_forward_kernel<T, F, 4><<<blocks, kThreads, 0, stream>>>(a, b, y, n);
-  else glu_forward_kernel<T, F, 2><<<blocks, kThreads, 0, stream>>>(a, b, y, n);
-  return cudaGetLastError();
+  return launch_shaped<T, F, true>(blocks, stream, sh, a, b, y, n);
 }
 
 template <typename T, Fn F>
@@ -261,13 +309,11 @@ cudaError_t launch_backward(const T* a, const T* b, const T* dy, T* da, T* db, i
   if (!aligned_to_element<T>(a) || !aligned_to_element<T>(b) || !aligned_to_element<T>(dy) ||
       !aligned_to_element<T>(da) || !aligned_to_element<T>(db))
     return cudaErrorInvalidValue;
+  if (sizeof(T) != 2) sh = Shape{};
   unsigned blocks = 0;
   const cudaError_t err = grid_for(a, n, sh.units, sh.blocks_per_sm, blocks);
   if (err != cudaSuccess) return err;
-  if (sh.units == 1) glu_backward_kernel<T, F, 1><<<blocks, kThreads, 0, stream>>>(a, b, dy, da, db, n);
-  else if (sh.units == 4) glu_backward_kernel<T, F, 4><<<blocks, kThreads, 0, stream>>>(a, b, dy, da, db, n);
-  else glu_backward_kernel<T, F, 2><<<blocks, kThreads, 0, stream>>>(a, b, dy, da, db, n);
-  return cudaGetLastError();
+  return launch_shaped<T, F, false>(blocks, stream, sh, a, b, dy, da, db, n);
 }
 
 Fn fn_of(int act) { return act == 0 ? Fn::silu : act == 1 ? Fn::gelu_erf : Fn::gelu_tanh; }
@@ -296,8 +342,8 @@ cudaError_t geglu_backward(const T* a, const T* b, const T* dy, T* da, T* db, in
 
 template <typename T>
 cudaError_t glu_forward_tuned(int act, const T* a, const T* b, T* y, int64_t n, int units, int blocks_per_sm,
-                              cudaStream_t stream) {
-  const Shape sh{units, blocks_per_sm};
+                              bool ex2, bool cs, cudaStream_t stream) {
+  const Shape sh{units, blocks_per_sm, ex2, cs};
   switch (fn_of(act)) {
     case Fn::silu: return launch_forward<T, Fn::silu>(a, b, y, n, stream, sh);
     case Fn::gelu_erf: return launch_forward<T, Fn::gelu_erf>(a, b, y, n, stream, sh);
@@ -306,8 +352,8 @@ cudaError_t glu_forward_tuned(int act, const T* a, const T* b, T* y, int64_t n, 
 }
 template <typename T>
 cudaError_t glu_backward_tuned(int act, const T* a, const T* b, const T* dy, T* da, T* db, int64_t n, int units,
-                               int blocks_per_sm, cudaStream_t stream) {
-  const Shape sh{units, blocks_per_sm};
+                               int blocks_per_sm, bool ex2, bool cs, cudaStream_t stream) {
+  const Shape sh{units, blocks_per_sm, ex2, cs};
   switch (fn_of(act)) {
     case Fn::silu: return launch_backward<T, Fn::silu>(a, b, dy, da, db, n, stream, sh);
     case Fn::gelu_erf: return launch_backward<T, Fn::gelu_erf>(a, b, dy, da, db, n, stream, sh);
@@ -320,8 +366,9 @@ cudaError_t glu_backward_tuned(int act, const T* a, const T* b, const T* dy, T* 
   template cudaError_t swiglu_backward<T>(const T*, const T*, const T*, T*, T*, int64_t, cudaStream_t); \
   template cudaError_t geglu_forward<T>(const T*, const T*, T*, int64_t, bool, cudaStream_t);           \
   template cudaError_t geglu_backward<T>(const T*, const T*, const T*, T*, T*, int64_t, bool, cudaStream_t); \
-  template cudaError_t glu_forward_tuned<T>(int, const T*, const T*, T*, int64_t, int, int, cudaStream_t);  \
-  template cudaError_t glu_backward_tuned<T>(int, const T*, const T*, const T*, T*, T*, int64_t, int, int, cudaStream_t);
+  template cudaError_t glu_forward_tuned<T>(int, const T*, const T*, T*, int64_t, int, int, bool, bool, cudaStream_t); \
+  template cudaError_t glu_backward_tuned<T>(int, const T*, const T*, const T*, T*, T*, int64_t, int, int, bool, bool, \
+                                             cudaStream_t);
 NUMGATE_GLU_INSTANTIATE(float)
 NUMGATE_GLU_INSTANTIATE(double)
 NUMGATE_GLU_INSTANTIATE(__half)

@@ -79,17 +79,19 @@ template <typename T>
 cudaError_t backward(const T* y, const T* dy, T* dx, int64_t rows, int64_t k_len, double scale, cudaStream_t stream);
 
 /// Tuning candidates (the target's tune_* variants; delete with them): the backward with its
-/// row held in registers (at most cache_units 16-byte units per thread, 1, 2 or 4; 0: the
-/// two-sweep kernel) and, with stream_hint, evict-first loads and stores. Same dx bits.
+/// row held in registers (at most cache_units 16-byte units per thread, 1, 2, 4 or 8; 0: the
+/// two-sweep kernel), with stream_hint evict-first loads and stores, `threads` (128, 256 or
+/// 512) per row.
 template <typename T>
 cudaError_t backward_tuned(const T* y, const T* dy, T* dx, int64_t rows, int64_t k_len, double scale,
-                           int cache_units, bool stream_hint, cudaStream_t stream);
+                           int cache_units, bool stream_hint, int threads, cudaStream_t stream);
 
 #define NUMGATE_SOFTMAX_EXTERN(T)                                                                          \
   extern template cudaError_t forward<T>(const T*, const T*, T*, int64_t, int64_t, int64_t, double, int,  \
                                          int64_t, cudaStream_t);                                           \
   extern template cudaError_t backward<T>(const T*, const T*, T*, int64_t, int64_t, double, cudaStream_t); \
-  extern template cudaError_t backward_tuned<T>(const T*, const T*, T*, int64_t, int64_t, double, int, bool, cudaStream_t);
+  extern template cudaError_t backward_tuned<T>(const T*, const T*, T*, int64_t, int64_t, double, int, bool, int, \
+                                                cudaStream_t);
 NUMGATE_SOFTMAX_EXTERN(float)
 NUMGATE_SOFTMAX_EXTERN(double)
 NUMGATE_SOFTMAX_EXTERN(__half)

@@ -383,9 +383,9 @@ __device__ __forceinline__ void store_unit_hint(T* row, int lo, int n, bool vect
 /// t + (R - 1) * 256 of y and dy once, all before any arithmetic (2R 16-byte loads in
 /// flight per thread), then the same operations in the same order as backward_kernel
 /// (bitwise the same dx): y and dy cross DRAM once and are never loaded twice.
-template <typename T, int R, bool kStream>
-__global__ void __launch_bounds__(kThreads) backward_cached_kernel(const T* __restrict__ y, const T* __restrict__ dy,
-                                                                   T* __restrict__ dx, int k_len, acc_t<T> sf) {
+template <typename T, int R, bool kStream, int NT = kThreads>
+__global__ void __launch_bounds__(NT) backward_cached_kernel(const T* __restrict__ y, const T* __restrict__ dy,
+                                                             T* __restrict__ dx, int k_len, acc_t<T> sf) {
   using A = acc_t<T>;
   constexpr int VEC = kVec<T>;
   __shared__ A smem_sum[1][32];
@@ -401,7 +401,7 @@ __global__ void __launch_bounds__(kThreads) backward_cached_kernel(const T* __re
   Unit<T> uy[R], ud[R];
 #pragma unroll
   for (int k = 0; k < R; ++k) {
-    const int u = static_cast<int>(threadIdx.x) + k * kThreads;
+    const int u = static_cast<int>(threadIdx.x) + k * NT;
     uy[k] = numgate::device::zero_unit<T>();
     ud[k] = numgate::device::zero_unit<T>();
     if (u < nunits) {
@@ -414,7 +414,7 @@ __global__ void __launch_bounds__(kThreads) backward_cached_kernel(const T* __re
   A dot[1] = {A(0)};
 #pragma unroll
   for (int k = 0; k < R; ++k) {
-    const int u = static_cast<int>(threadIdx.x) + k * kThreads;
+    const int u = static_cast<int>(threadIdx.x) + k * NT;
     if (u >= nunits) continue;
     const int lo = u * VEC - shift;
 #pragma unroll
@@ -431,7 +431,7 @@ __global__ void __launch_bounds__(kThreads) backward_cached_kernel(const T* __re
   }
 #pragma unroll
   for (int k = 0; k < R; ++k) {
-    const int u = static_cast<int>(threadIdx.x) + k * kThreads;
+    const int u = static_cast<int>(threadIdx.x) + k * NT;
     if (u >= nunits) continue;
     const int lo = u * VEC - shift;
     const bool full = unit_is_full<T>(lo, k_len);
@@ -450,11 +450,12 @@ bool aligned(const T* p) {
 
 constexpr int64_t kMaxRows = 2147483647LL, kMaxKLen = int64_t{1} << 30;
 
-/// Backward launch: the register-cached kernel with the smallest cache (1, 2 or 4 units per
-/// thread, at most cache_units; 0: none) that holds the row, else the two-sweep kernel.
-template <typename T>
-cudaError_t backward_launch(const T* y, const T* dy, T* dx, int64_t rows, int64_t k_len, double scale,
-                            cudaStream_t stream, int cache_units, bool stream_hint) {
+/// Backward launch: the register-cached kernel (NT threads per row) with the smallest cache
+/// (1, 2, 4 or 8 units per thread, at most cache_units; 0: none) that holds the row, else
+/// the two-sweep kernel.
+template <typename T, int NT>
+cudaError_t backward_launch_nt(const T* y, const T* dy, T* dx, int64_t rows, int64_t k_len, double scale,
+                               cudaStream_t stream, int cache_units, bool stream_hint) {
   const int64_t vec = kVec<T>;
   const int64_t max_units =
       (k_len * static_cast<int64_t>(sizeof(T))) % 16 == 0
@@ -464,20 +465,32 @@ cudaError_t backward_launch(const T* y, const T* dy, T* dx, int64_t rows, int64_
   const int kl = static_cast<int>(k_len);
   const acc_t<T> sf = static_cast<acc_t<T>>(scale);
   int R = 0;
-  for (int c : {1, 2, 4})
-    if (R == 0 && c <= cache_units && max_units <= int64_t(c) * kThreads) R = c;
-#define NUMGATE_SOFTMAX_BWD(RR)                                                                              \
-  if (R == RR) {                                                                                           \
-    if (stream_hint) backward_cached_kernel<T, RR, true><<<grid, kThreads, 0, stream>>>(y, dy, dx, kl, sf);  \
-    else backward_cached_kernel<T, RR, false><<<grid, kThreads, 0, stream>>>(y, dy, dx, kl, sf);             \
-    return cudaGetLastError();                                                                             \
+  for (int c : {1, 2, 4, 8})
+    if (R == 0 && c <= cache_units && max_units <= int64_t(c) * NT) R = c;
+#define NUMGATE_SOFTMAX_BWD(RR)                                                                                \
+  if (R == RR) {                                                                                             \
+    if (stream_hint) backward_cached_kernel<T, RR, true, NT><<<grid, NT, 0, stream>>>(y, dy, dx, kl, sf);      \
+    else backward_cached_kernel<T, RR, false, NT><<<grid, NT, 0, stream>>>(y, dy, dx, kl, sf);                 \
+    return cudaGetLastError();                                                                               \
   }
   NUMGATE_SOFTMAX_BWD(1)
   NUMGATE_SOFTMAX_BWD(2)
   NUMGATE_SOFTMAX_BWD(4)
+  NUMGATE_SOFTMAX_BWD(8)
 #undef NUMGATE_SOFTMAX_BWD
   backward_kernel<T><<<grid, kThreads, 0, stream>>>(y, dy, dx, kl, sf);
   return cudaGetLastError();
+}
+/// Production backward: 256 threads per row, rows of up to 4 units per thread cached, with
+/// evict-first hints (threads 0 selects a tuning candidate's thread count, 128 or 512).
+template <typename T>
+cudaError_t backward_launch(const T* y, const T* dy, T* dx, int64_t rows, int64_t k_len, double scale,
+                            cudaStream_t stream, int cache_units, bool stream_hint, int threads = kThreads) {
+  if (threads == 128)
+    return backward_launch_nt<T, 128>(y, dy, dx, rows, k_len, scale, stream, cache_units, stream_hint);
+  if (threads == 512)
+    return backward_launch_nt<T, 512>(y, dy, dx, rows, k_len, scale, stream, cache_units, stream_hint);
+  return backward_launch_nt<T, kThreads>(y, dy, dx, rows, k_len, scale, stream, cache_units, stream_hint);
 }
 
 }  // namespace
@@ -521,23 +534,23 @@ cudaError_t backward(const T* y, const T* dy, T* dx, int64_t rows, int64_t k_len
   if (rows < 0 || rows > kMaxRows || k_len < 1 || k_len > kMaxKLen) return cudaErrorInvalidValue;
   if (rows == 0) return cudaSuccess;
   if (!y || !dy || !dx || !aligned(y) || !aligned(dy) || !aligned(dx)) return cudaErrorInvalidValue;
-  return backward_launch(y, dy, dx, rows, k_len, scale, stream, /*cache_units=*/0, /*stream_hint=*/false);
+  return backward_launch(y, dy, dx, rows, k_len, scale, stream, /*cache_units=*/4, /*stream_hint=*/true);
 }
 
 template <typename T>
 cudaError_t backward_tuned(const T* y, const T* dy, T* dx, int64_t rows, int64_t k_len, double scale,
-                           int cache_units, bool stream_hint, cudaStream_t stream) {
+                           int cache_units, bool stream_hint, int threads, cudaStream_t stream) {
   if (rows < 0 || rows > kMaxRows || k_len < 1 || k_len > kMaxKLen) return cudaErrorInvalidValue;
   if (rows == 0) return cudaSuccess;
   if (!y || !dy || !dx || !aligned(y) || !aligned(dy) || !aligned(dx)) return cudaErrorInvalidValue;
-  return backward_launch(y, dy, dx, rows, k_len, scale, stream, cache_units, stream_hint);
+  return backward_launch(y, dy, dx, rows, k_len, scale, stream, cache_units, stream_hint, threads);
 }
 
 #define NUMGATE_SOFTMAX_INSTANTIATE(T)                                                                  \
   template cudaError_t forward<T>(const T*, const T*, T*, int64_t, int64_t, int64_t, double, int, int64_t, \
                                   cudaStream_t);                                                         \
   template cudaError_t backward<T>(const T*, const T*, T*, int64_t, int64_t, double, cudaStream_t);   \
-  template cudaError_t backward_tuned<T>(const T*, const T*, T*, int64_t, int64_t, double, int, bool, cudaStream_t);
+  template cudaError_t backward_tuned<T>(const T*, const T*, T*, int64_t, int64_t, double, int, bool, int, cudaStream_t);
 NUMGATE_SOFTMAX_INSTANTIATE(float)
 NUMGATE_SOFTMAX_INSTANTIATE(double)
 NUMGATE_SOFTMAX_INSTANTIATE(__half)

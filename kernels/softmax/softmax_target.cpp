@@ -32,13 +32,13 @@ cudaError_t launch_backward(const Launch& l) {
 }
 
 /// Tuning candidates of the backward (softmax.cuh backward_tuned): delete with the variants.
-TargetOp make_tuned_backward(const std::string& variant, int cache_units, bool stream_hint) {
+TargetOp make_tuned_backward(const std::string& variant, int cache_units, bool stream_hint, int threads) {
   auto launch = [=](const Launch& l) {
     const RowShape sh = launched_rows(l);
     return dispatch(l.spec.dtype, [&](auto tag) {
       using T = decltype(tag);
       return backward_tuned<T>(l.ptr<const T>("y_fwd"), l.ptr<const T>("dy"), l.ptr<T>("dx"), sh.rows, sh.hidden,
-                               l.spec.param("scale"), cache_units, stream_hint, l.stream);
+                               l.spec.param("scale"), cache_units, stream_hint, threads, l.stream);
     });
   };
   TargetOp t{"softmax", {{"Backward", {}, launch}}, {}};
@@ -54,6 +54,6 @@ TargetOp make_target() { return {"softmax", {{"Forward", {}, launch_forward}, {"
 
 NUMGATE_REGISTER_TARGETS(softmax) {
   add(numgate::softmax::make_target());
-  add(numgate::softmax::make_tuned_backward("tune_bwd_cached", 4, false));
-  add(numgate::softmax::make_tuned_backward("tune_bwd_cached_cs", 4, true));
+  add(numgate::softmax::make_tuned_backward("tune_bwd_t128", 8, true, 128));
+  add(numgate::softmax::make_tuned_backward("tune_bwd_t512", 4, true, 512));
 }
