@@ -59,27 +59,11 @@ template <typename T>
 cudaError_t geglu_backward(const T* a, const T* b, const T* dy, T* da, T* db, int64_t n, bool approximate_tanh,
                            cudaStream_t stream);
 
-/// Tuning candidates (the targets' tune_* variants; delete with them): act 0 SiLU, 1 erf
-/// GELU, 2 tanh GELU; `units` (1, 2) 16-byte units per thread per grid-stride trip, the
-/// grid capped at blocks_per_sm 256-thread blocks per SM (0: no cap), ex2 (exp by
-/// MUFU.EX2, else expf) and cs (evict-first loads / stores). 16-bit types only; fp32 / fp64
-/// launch as the production kernels.
-template <typename T>
-cudaError_t glu_forward_tuned(int act, const T* a, const T* b, T* y, int64_t n, int units, int blocks_per_sm,
-                              bool ex2, bool cs, cudaStream_t stream);
-template <typename T>
-cudaError_t glu_backward_tuned(int act, const T* a, const T* b, const T* dy, T* da, T* db, int64_t n, int units,
-                               int blocks_per_sm, bool ex2, bool cs, cudaStream_t stream);
-
 #define NUMGATE_GLU_EXTERN(T)                                                                                   \
   extern template cudaError_t swiglu_forward<T>(const T*, const T*, T*, int64_t, cudaStream_t);                \
   extern template cudaError_t swiglu_backward<T>(const T*, const T*, const T*, T*, T*, int64_t, cudaStream_t); \
   extern template cudaError_t geglu_forward<T>(const T*, const T*, T*, int64_t, bool, cudaStream_t);           \
-  extern template cudaError_t geglu_backward<T>(const T*, const T*, const T*, T*, T*, int64_t, bool, cudaStream_t); \
-  extern template cudaError_t glu_forward_tuned<T>(int, const T*, const T*, T*, int64_t, int, int, bool, bool,    \
-                                                   cudaStream_t);                                              \
-  extern template cudaError_t glu_backward_tuned<T>(int, const T*, const T*, const T*, T*, T*, int64_t, int, int,  \
-                                                    bool, bool, cudaStream_t);
+  extern template cudaError_t geglu_backward<T>(const T*, const T*, const T*, T*, T*, int64_t, bool, cudaStream_t);
 NUMGATE_GLU_EXTERN(float)
 NUMGATE_GLU_EXTERN(double)
 NUMGATE_GLU_EXTERN(__half)

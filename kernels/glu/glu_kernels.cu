@@ -12,16 +12,17 @@ T = float / double. Per element, with inputs widened exactly to C:
     the CPU reference runs on the host: cancellation-free forms, accurate exp / expm1 /
     erfc); outputs rounded once (FP32 math would cost several fp32 ulp).
   * bf16 / fp16 tensors: the fast FP32 path of glu_fast.h (one sigmoid or Gaussian tail
-    shared by act and act', CUDA's accurate expf, MUFU reciprocal + one Newton step, a
+    shared by act and act', MUFU.EX2 exp, MUFU reciprocal + one Newton step, a
     degree-10 Mills-ratio polynomial instead of erfcf, root-window polynomials for act'
     near its zero, selects instead of branches; no flush to zero anywhere a result can be
-    subnormal). It is not the reference's operation sequence; its error bound is: for
+    subnormal; exp as one MUFU.EX2 on a pre-scaled argument). It is not the reference's
+    operation sequence; its error bound is: for
     every input a, |act32 - act| and |act32' - act'| stay within the share of the gate's
     rounding bound E = gamma abs_terms + 10 2^-150 (gamma = 10u / (1 - 10u), u = 2^-24)
     left after the output products' own roundings (glu_fast.h, conditions (A) and (D)),
     so every element the gate calls decidable rounds to round(golden) and every element
     is within 1 ULP (relative error of act, act' below 2^-13 wherever they are normal
-    FP32 numbers, measured < 2^-16). tests/gpu/test_glu_fast_math.cpp checks (A), (D)
+    FP32 numbers; measured at most 1.6e-5 = 2^-16.0, the bound's worst use 62%). tests/gpu/test_glu_fast_math.cpp checks (A), (D)
     and the 2^-13 on the device for all 65536 bf16 and all 65536 fp16 inputs of SiLU,
     erf GELU and tanh GELU, and that two worse approximations fail it.
   Non-finite inputs: act(+inf) = +inf, act(-inf) = -0, act'(+inf) = 1, act'(-inf) = 0,
@@ -38,17 +39,34 @@ Design.
   16-byte access, else (and for the partial first / last unit) element by element. Any
   element alignment of any pointer is correct; aligned production tensors take the vector
   path everywhere.
-  One pass, grid-stride: 256-thread blocks, each thread takes units u and u + stride per
-  trip (stride = all threads of the grid), issuing all loads of both before the math, so
-  32 (forward) / 48 (backward) bytes per thread are in flight. The grid is
-  min(ceil(nunits / 512), 8 * SMs): small inputs get exactly the blocks they need, large
-  ones a fixed resident set that strides. Forward writes y; backward writes da and db in
-  the same pass (a, b, dy each read once). No shared memory, no atomics, no reductions:
-  the output does not depend on the launch shape (bitwise identical for any grid).
+  One pass, one 16-byte unit per thread: 256-thread blocks, ceil(nunits / 256) of them
+  (a flat grid; the loop strides only past 2^31 - 1 blocks). Each thread issues its loads
+  (a, b; backward also dy) before the math. Measured alternatives, slower: 2 or 4 units
+  per thread with a resident grid of 8 blocks per SM (the math's registers cut occupancy:
+  4 units need ~100 registers), 2 units per thread on a flat grid, CUDA's expf instead of
+  MUFU.EX2 (erf GELU forward +8%). Evict-first hints (ld/st.global.cs) on the GELU kernels
+  only (0-1.4% faster there, 6% slower on the SiLU forward). Forward writes y; backward
+  writes da and db in the same pass (a, b, dy each read once). No shared memory, no
+  atomics, no reductions: the output does not depend on the launch shape (bitwise
+  identical for any grid).
 
-Speed (H200, numgate-bench kernel clock, bf16; minimal traffic = each input read once and
-each output written once; copy = the same GPU's device-to-device memcpy, ~4260 GB/s):
-  PERF_TABLE
+Speed (H200, numgate-bench kernel clock = CUPTI GPU time per launch, bf16; minimal traffic
+= each input read once and each output written once; copy = the same GPU's device-to-device
+memcpy, 4246 GB/s in that run):
+  kernel                   shape          bytes     time      of copy  limited by
+  swiglu forward           4x512x12288   151.0 MB   36.14 us   98%     DRAM
+  swiglu backward          4x512x12288   251.7 MB   60.80 us   97%     DRAM
+  swiglu forward           1x512x25600    78.6 MB   19.92 us   93%     DRAM + launch ramp
+  swiglu backward          1x512x25600   131.1 MB   33.11 us   93%     DRAM + launch ramp
+  geglu (erf) forward      4x512x12288   151.0 MB   41.68 us   85%     issue
+  geglu (erf) backward     4x512x12288   251.7 MB   63.79 us   93%     DRAM and issue
+  geglu (tanh) forward     1x512x25600    78.6 MB   21.42 us   86%     issue and launch ramp
+  geglu (tanh) backward    1x512x25600   131.1 MB   34.48 us   89%     issue and launch ramp
+  (event-timed medians, which include launch gaps, are 2-3 us longer.) Math per element
+  (PTX instructions of the vector path): SiLU 17 forward / 39 backward, erf GELU 37 / 66;
+  at the H200's issue rate 66 per element take ~50 us of the erf backward's 64, and the
+  erf forward's 37 (Mills-ratio polynomial 11 FMA, reciprocal and Newton step, MUFU.EX2,
+  selects) keep it at 85% of copy. fp32 / fp64 tensors (FP64 math) are not benchmarked.
 */
 
 #include "glu/glu.cuh"
@@ -81,20 +99,19 @@ using comp_t = std::conditional_t<sizeof(T) == 2, float, double>;
 
 using fast::Fn;
 
-/// act(a): the fast FP32 path for 16-bit tensors (glu_fast.h; Ex2: exp by MUFU.EX2, else
-/// CUDA's expf), FP64 glu_math.h otherwise.
-template <Fn F, bool Ex2, typename C>
+/// act(a): the fast FP32 path for 16-bit tensors (glu_fast.h), FP64 glu_math.h otherwise.
+template <Fn F, typename C>
 __device__ __forceinline__ C act(C a) {
-  if constexpr (std::is_same_v<C, float>) return fast::act_only<F, Ex2>(a);
+  if constexpr (std::is_same_v<C, float>) return fast::act_only<F>(a);
   else if constexpr (F == Fn::silu) return math::silu(a);
   else if constexpr (F == Fn::gelu_erf) return math::gelu_erf(a);
   else return math::gelu_tanh(a);
 }
 /// act(a) and act'(a) together (the fast path shares its sigmoid / Gaussian tail).
-template <Fn F, bool Ex2, typename C>
+template <Fn F, typename C>
 __device__ __forceinline__ void act_dact(C a, C& y, C& dy) {
   if constexpr (std::is_same_v<C, float>) {
-    fast::act_dact<F, false, Ex2>(a, y, dy);
+    fast::act_dact<F>(a, y, dy);
   } else if constexpr (F == Fn::silu) {
     y = math::silu(a);
     dy = math::dsilu(a);
@@ -109,7 +126,8 @@ __device__ __forceinline__ void act_dact(C a, C& y, C& dy) {
 
 /// Loads / stores a unit at lo (common/cuda_utils.cuh load_at / store_at); Cs: a full
 /// vector unit moves with the evict-first hint (ld.global.cs / st.global.cs): every byte
-/// is touched once, so nothing is worth keeping in L1 / L2.
+/// is touched once. Measured: 0-1.4% faster for the GELU kernels, 6% slower for the SiLU
+/// forward, so kCs below enables it for GELU only.
 template <bool Cs, typename T>
 __device__ __forceinline__ Unit<T> load_h(const T* p, int64_t lo, int64_t n, bool vec) {
   if constexpr (Cs) {
@@ -132,12 +150,14 @@ __device__ __forceinline__ void store_h(T* p, int64_t lo, int64_t n, bool vec, c
 }
 
 constexpr int kThreads = 256;
-constexpr int kUnroll = 1;      // units per thread per grid-stride trip
-constexpr int kBlocksPerSm = 0; // no resident-grid cap: one trip (flat grid)
+constexpr int kUnroll = 1;  // units per thread per grid-stride trip (2 and 4 measured slower)
+/// Evict-first hints per activation (see load_h).
+template <Fn F>
+constexpr bool kCs = F != Fn::silu;
 
 // load_at / store_at: common/cuda_utils.cuh.
 
-template <typename T, Fn F, int U, bool Ex2, bool Cs>
+template <typename T, Fn F, int U, bool Cs>
 __global__ void __launch_bounds__(kThreads)
     glu_forward_kernel(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ y, int64_t n) {
   using C = comp_t<T>;
@@ -171,7 +191,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
         for (int j = 0; j < V; ++j) {
           const C av = static_cast<C>(unit_acc(au[k], j)), bv = static_cast<C>(unit_acc(bu[k], j));
-          out[j] = static_cast<A>(act<F, Ex2>(av) * bv);
+          out[j] = static_cast<A>(act<F>(av) * bv);
         }
         store_h<Cs>(y, lo, n, full && y_al, pack_from_acc<T>(out));
       }
@@ -179,7 +199,7 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-template <typename T, Fn F, int U, bool Ex2, bool Cs>
+template <typename T, Fn F, int U, bool Cs>
 __global__ void __launch_bounds__(kThreads)
     glu_backward_kernel(const T* __restrict__ a, const T* __restrict__ b, const T* __restrict__ dy,
                         T* __restrict__ da, T* __restrict__ db, int64_t n) {
@@ -219,7 +239,7 @@ __global__ void __launch_bounds__(kThreads)
           const C av = static_cast<C>(unit_acc(au[k], j)), bv = static_cast<C>(unit_acc(bu[k], j));
           const C gv = static_cast<C>(unit_acc(gu[k], j));
           C y, dyv;
-          act_dact<F, Ex2>(av, y, dyv);
+          act_dact<F>(av, y, dyv);
           oa[j] = static_cast<A>((gv * bv) * dyv);
           ob[j] = static_cast<A>(gv * y);
         }
@@ -237,86 +257,39 @@ bool aligned_to_element(const void* p) {
   return reinterpret_cast<std::uintptr_t>(p) % sizeof(T) == 0;
 }
 
-/// Blocks for nunits units at `units` per thread per trip: just enough for one trip,
-/// capped at blocks_per_sm per SM (0: no cap, one trip).
+/// Blocks for one trip of nunits units, kUnroll per thread (capped at 2^31 - 1: beyond,
+/// the kernels stride).
 template <typename T>
-cudaError_t grid_for(const T* a, int64_t n, int units, int blocks_per_sm, unsigned& blocks) {
+unsigned grid_for(const T* a, int64_t n) {
   constexpr int V = kVec<T>;
   const int64_t shift = static_cast<int64_t>((reinterpret_cast<std::uintptr_t>(a) & 15u) / sizeof(T));
   const int64_t nunits = (n + shift + V - 1) / V;
-  int dev = 0, sms = 0;
-  cudaError_t err = cudaGetDevice(&dev);
-  if (err != cudaSuccess) return err;
-  err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-  if (err != cudaSuccess) return err;
-  const int64_t need = (nunits + int64_t(kThreads) * units - 1) / (int64_t(kThreads) * units);
-  const int64_t cap = blocks_per_sm > 0 ? int64_t(sms > 0 ? sms : 1) * blocks_per_sm : int64_t(0x7fffffff);
-  blocks = static_cast<unsigned>(need < cap ? need : cap);
-  return cudaSuccess;
-}
-
-/// The launch shape: units per thread per trip (1 or 2), the resident-grid cap (0: none),
-/// exp by MUFU.EX2 (else expf) and evict-first hints. The production shape is the default;
-/// the others are the tune_* candidates (16-bit types only: fp32 / fp64 always take the
-/// default, their math is FP64 either way).
-struct Shape {
-  int units = kUnroll;
-  int blocks_per_sm = kBlocksPerSm;
-  bool ex2 = true;
-  bool cs = true;
-};
-
-template <typename T, Fn F, bool Fwd, typename... Args>
-cudaError_t launch_shaped(unsigned blocks, cudaStream_t stream, Shape sh, Args... args) {
-  auto go = [&](auto kernel) {
-    kernel<<<blocks, kThreads, 0, stream>>>(args...);
-    return cudaGetLastError();
-  };
-  const bool custom = sizeof(T) == 2 && !(sh.units == 1 && sh.ex2 && sh.cs);
-  if constexpr (Fwd) {
-    if (!custom) return go(glu_forward_kernel<T, F, 1, true, true>);
-    if (sh.units == 2) return go(glu_forward_kernel<T, F, 2, true, true>);
-    if (!sh.ex2) return go(glu_forward_kernel<T, F, 1, false, true>);
-    return go(glu_forward_kernel<T, F, 1, true, false>);
-  } else {
-    if (!custom) return go(glu_backward_kernel<T, F, 1, true, true>);
-    if (sh.units == 2) return go(glu_backward_kernel<T, F, 2, true, true>);
-    if (!sh.ex2) return go(glu_backward_kernel<T, F, 1, false, true>);
-    return go(glu_backward_kernel<T, F, 1, true, false>);
-  }
+  const int64_t need = (nunits + int64_t(kThreads) * kUnroll - 1) / (int64_t(kThreads) * kUnroll);
+  return static_cast<unsigned>(need < int64_t(0x7fffffff) ? need : int64_t(0x7fffffff));
 }
 
 template <typename T, Fn F>
-cudaError_t launch_forward(const T* a, const T* b, T* y, int64_t n, cudaStream_t stream, Shape sh = {}) {
+cudaError_t launch_forward(const T* a, const T* b, T* y, int64_t n, cudaStream_t stream) {
   if (n < 0 || n > kMaxN) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
   if (a == nullptr || b == nullptr || y == nullptr) return cudaErrorInvalidValue;
   if (!aligned_to_element<T>(a) || !aligned_to_element<T>(b) || !aligned_to_element<T>(y))
     return cudaErrorInvalidValue;
-  if (sizeof(T) != 2) sh = Shape{};
-  unsigned blocks = 0;
-  const cudaError_t err = grid_for(a, n, sh.units, sh.blocks_per_sm, blocks);
-  if (err != cudaSuccess) return err;
-  return launch_shaped<T, F, true>(blocks, stream, sh, a, b, y, n);
+  glu_forward_kernel<T, F, kUnroll, kCs<F>><<<grid_for(a, n), kThreads, 0, stream>>>(a, b, y, n);
+  return cudaGetLastError();
 }
 
 template <typename T, Fn F>
-cudaError_t launch_backward(const T* a, const T* b, const T* dy, T* da, T* db, int64_t n, cudaStream_t stream,
-                            Shape sh = {}) {
+cudaError_t launch_backward(const T* a, const T* b, const T* dy, T* da, T* db, int64_t n, cudaStream_t stream) {
   if (n < 0 || n > kMaxN) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
   if (a == nullptr || b == nullptr || dy == nullptr || da == nullptr || db == nullptr) return cudaErrorInvalidValue;
   if (!aligned_to_element<T>(a) || !aligned_to_element<T>(b) || !aligned_to_element<T>(dy) ||
       !aligned_to_element<T>(da) || !aligned_to_element<T>(db))
     return cudaErrorInvalidValue;
-  if (sizeof(T) != 2) sh = Shape{};
-  unsigned blocks = 0;
-  const cudaError_t err = grid_for(a, n, sh.units, sh.blocks_per_sm, blocks);
-  if (err != cudaSuccess) return err;
-  return launch_shaped<T, F, false>(blocks, stream, sh, a, b, dy, da, db, n);
+  glu_backward_kernel<T, F, kUnroll, kCs<F>><<<grid_for(a, n), kThreads, 0, stream>>>(a, b, dy, da, db, n);
+  return cudaGetLastError();
 }
-
-Fn fn_of(int act) { return act == 0 ? Fn::silu : act == 1 ? Fn::gelu_erf : Fn::gelu_tanh; }
 
 }  // namespace
 
@@ -340,35 +313,11 @@ cudaError_t geglu_backward(const T* a, const T* b, const T* dy, T* da, T* db, in
                           : launch_backward<T, Fn::gelu_erf>(a, b, dy, da, db, n, stream);
 }
 
-template <typename T>
-cudaError_t glu_forward_tuned(int act, const T* a, const T* b, T* y, int64_t n, int units, int blocks_per_sm,
-                              bool ex2, bool cs, cudaStream_t stream) {
-  const Shape sh{units, blocks_per_sm, ex2, cs};
-  switch (fn_of(act)) {
-    case Fn::silu: return launch_forward<T, Fn::silu>(a, b, y, n, stream, sh);
-    case Fn::gelu_erf: return launch_forward<T, Fn::gelu_erf>(a, b, y, n, stream, sh);
-    default: return launch_forward<T, Fn::gelu_tanh>(a, b, y, n, stream, sh);
-  }
-}
-template <typename T>
-cudaError_t glu_backward_tuned(int act, const T* a, const T* b, const T* dy, T* da, T* db, int64_t n, int units,
-                               int blocks_per_sm, bool ex2, bool cs, cudaStream_t stream) {
-  const Shape sh{units, blocks_per_sm, ex2, cs};
-  switch (fn_of(act)) {
-    case Fn::silu: return launch_backward<T, Fn::silu>(a, b, dy, da, db, n, stream, sh);
-    case Fn::gelu_erf: return launch_backward<T, Fn::gelu_erf>(a, b, dy, da, db, n, stream, sh);
-    default: return launch_backward<T, Fn::gelu_tanh>(a, b, dy, da, db, n, stream, sh);
-  }
-}
-
 #define NUMGATE_GLU_INSTANTIATE(T)                                                                       \
   template cudaError_t swiglu_forward<T>(const T*, const T*, T*, int64_t, cudaStream_t);                \
   template cudaError_t swiglu_backward<T>(const T*, const T*, const T*, T*, T*, int64_t, cudaStream_t); \
   template cudaError_t geglu_forward<T>(const T*, const T*, T*, int64_t, bool, cudaStream_t);           \
-  template cudaError_t geglu_backward<T>(const T*, const T*, const T*, T*, T*, int64_t, bool, cudaStream_t); \
-  template cudaError_t glu_forward_tuned<T>(int, const T*, const T*, T*, int64_t, int, int, bool, bool, cudaStream_t); \
-  template cudaError_t glu_backward_tuned<T>(int, const T*, const T*, const T*, T*, T*, int64_t, int, int, bool, bool, \
-                                             cudaStream_t);
+  template cudaError_t geglu_backward<T>(const T*, const T*, const T*, T*, T*, int64_t, bool, cudaStream_t);
 NUMGATE_GLU_INSTANTIATE(float)
 NUMGATE_GLU_INSTANTIATE(double)
 NUMGATE_GLU_INSTANTIATE(__half)

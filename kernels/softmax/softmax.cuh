@@ -37,9 +37,12 @@
 // Forward: rows of up to 16,384 elements (bf16/fp16; fp32 8,192, double 4,096) are read
 // once and held in registers (each exponential computed once); longer rows are swept
 // three times (the later sweeps mostly L1/L2 hits), with bitwise the same result. The
-// backward sweeps the row twice.
+// backward reads rows of up to 8,192 elements (bf16/fp16; fp32 4,096) once into registers
+// (128 threads per row); longer rows are swept twice. It reads every y and dy (a NaN or
+// Inf dy at a masked position, where y = 0, makes the row's dx NaN, as the golden does).
 //
-// Determinism: no atomics; the launch shape (256 threads per row) and every summation
+// Determinism: no atomics; the launch shape (256 threads per row forward; backward 128,
+// or 256 for rows it sweeps twice) and every summation
 // order depend only on k_len and the row's 16-byte phase, so repeated calls give bitwise
 // identical results, and a row launched alone (with its row_offset) gives bitwise its row
 // of a batched launch when it has the same 16-byte phase.
@@ -78,20 +81,10 @@ cudaError_t forward(const T* x, const T* mask, T* y, int64_t rows, int64_t q_len
 template <typename T>
 cudaError_t backward(const T* y, const T* dy, T* dx, int64_t rows, int64_t k_len, double scale, cudaStream_t stream);
 
-/// Tuning candidates (the target's tune_* variants; delete with them): the backward with its
-/// row held in registers (at most cache_units 16-byte units per thread, 1, 2, 4 or 8; 0: the
-/// two-sweep kernel), with stream_hint evict-first loads and stores, `threads` (128, 256 or
-/// 512) per row.
-template <typename T>
-cudaError_t backward_tuned(const T* y, const T* dy, T* dx, int64_t rows, int64_t k_len, double scale,
-                           int cache_units, bool stream_hint, int threads, cudaStream_t stream);
-
 #define NUMGATE_SOFTMAX_EXTERN(T)                                                                          \
   extern template cudaError_t forward<T>(const T*, const T*, T*, int64_t, int64_t, int64_t, double, int,  \
                                          int64_t, cudaStream_t);                                           \
-  extern template cudaError_t backward<T>(const T*, const T*, T*, int64_t, int64_t, double, cudaStream_t); \
-  extern template cudaError_t backward_tuned<T>(const T*, const T*, T*, int64_t, int64_t, double, int, bool, int, \
-                                                cudaStream_t);
+  extern template cudaError_t backward<T>(const T*, const T*, T*, int64_t, int64_t, double, cudaStream_t);
 NUMGATE_SOFTMAX_EXTERN(float)
 NUMGATE_SOFTMAX_EXTERN(double)
 NUMGATE_SOFTMAX_EXTERN(__half)

@@ -31,29 +31,10 @@ cudaError_t launch_backward(const Launch& l) {
   });
 }
 
-/// Tuning candidates of the backward (softmax.cuh backward_tuned): delete with the variants.
-TargetOp make_tuned_backward(const std::string& variant, int cache_units, bool stream_hint, int threads) {
-  auto launch = [=](const Launch& l) {
-    const RowShape sh = launched_rows(l);
-    return dispatch(l.spec.dtype, [&](auto tag) {
-      using T = decltype(tag);
-      return backward_tuned<T>(l.ptr<const T>("y_fwd"), l.ptr<const T>("dy"), l.ptr<T>("dx"), sh.rows, sh.hidden,
-                               l.spec.param("scale"), cache_units, stream_hint, threads, l.stream);
-    });
-  };
-  TargetOp t{"softmax", {{"Backward", {}, launch}}, {}};
-  t.variant = variant;
-  return t;
-}
-
 }  // namespace
 
 TargetOp make_target() { return {"softmax", {{"Forward", {}, launch_forward}, {"Backward", {}, launch_backward}}, {}}; }
 
 }  // namespace numgate::softmax
 
-NUMGATE_REGISTER_TARGETS(softmax) {
-  add(numgate::softmax::make_target());
-  add(numgate::softmax::make_tuned_backward("tune_bwd_t128", 8, true, 128));
-  add(numgate::softmax::make_tuned_backward("tune_bwd_t512", 4, true, 512));
-}
+NUMGATE_REGISTER_TARGETS(softmax) { add(numgate::softmax::make_target()); }

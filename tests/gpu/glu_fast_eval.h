@@ -13,7 +13,6 @@ namespace numgate::testing::glu_fast {
 
 enum class Variant {
   fast,              ///< glu_fast.h as the kernels use it (exp by MUFU.EX2)
-  fast_expf,         ///< glu_fast.h with CUDA's expf (the tune_expf candidate)
   mutant_no_window,  ///< mutant: the root windows of act' removed (direct formula everywhere)
   mutant_sigmoid_bf16,  ///< mutant: 1/(1+e) (SiLU, tanh GELU) or Phi(-|x|) (erf GELU) rounded to bf16
   accurate,          ///< glu_math.h in FP32 (the CPU reference's functions), for comparison

@@ -39,11 +39,9 @@ TEST(GluFastMath, EveryBf16AndFp16InputWithinTheEnvelope) {
   if (const std::string why = skip_reason(); !why.empty()) GTEST_SKIP() << why;
   for (bool fp16 : {false, true})
     for (Fn f : {Fn::silu, Fn::gelu_erf, Fn::gelu_tanh}) {
-      for (Variant v : {Variant::fast, Variant::fast_expf}) {
-        const glu_fast::Result r = run(f, v, fp16);
-        EXPECT_EQ(r.failures, 0) << glu_fast::variant_name(v) << ": " << r.first_failure;
-        EXPECT_EQ(r.checked, 65536);
-      }
+      const glu_fast::Result r = run(f, Variant::fast, fp16);
+      EXPECT_EQ(r.failures, 0) << r.first_failure;
+      EXPECT_EQ(r.checked, 65536);
       run(f, Variant::accurate, fp16);  // for comparison only
     }
 }
