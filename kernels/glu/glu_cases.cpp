@@ -4,9 +4,11 @@
 // Gate: defaults (fudge 2.0, atol 0, max ref/golden 0.10) plus ulp_limit = 1 (elementwise:
 // within 1 ULP of the correctly rounded golden everywhere), declared before any target runs.
 // Kernel tile sizes (glu_kernels.cu): a unit is 16 bytes (8 bf16/fp16, 4 fp32 elements);
-// a block of 256 threads handles 2 units per thread per sweep (4096 bf16/fp16, 2048 fp32
-// elements). Committed shapes stay tiny (golden_data budget); the block-tile boundaries
-// and the production shapes are generated into the build tree (production()).
+// a block of 256 threads handles one unit per thread (2048 bf16/fp16, 1024 fp32 elements;
+// the 4095/4096/4097 and 2047/2049 cases below were sized for the earlier 2-unit tile and
+// straddle two and three blocks now). Committed shapes stay tiny (golden_data budget); the
+// block-tile boundaries and the production shapes are generated into the build tree
+// (production()).
 #include "glu/glu_oracle.h"
 
 namespace numgate::glu {

@@ -2,20 +2,33 @@
 SwiGLU and GeGLU forward and backward kernels (the numgate target kernels for "swiglu" and
 "geglu"; formulas and sources in glu.cuh / glu_math.h).
 
-Numerics contract (the CPU reference in glu_oracle.cpp calls the same scalar functions,
-glu_math.h, on the host). C is the compute type: float for T = __nv_bfloat16 / __half,
-double for T = float / double. Per element, with inputs widened exactly to C:
+Numerics contract. C is the compute type: float for T = __nv_bfloat16 / __half, double for
+T = float / double. Per element, with inputs widened exactly to C:
 
   forward:   y  = T( act(a) * b )
   backward:  da = T( (dy * b) * act'(a) ),   db = T( dy * act(a) )
 
-act / act' are evaluated in cancellation-free forms (glu_math.h), with CUDA's accurate
-expf / expm1f / erfcf (double: exp / expm1 / erfc; never the __expf intrinsics), IEEE
-divisions (no --use_fast_math: it would also flush subnormals); a*b+c may be fused (FMA),
-so the last FP32 bits may differ from the reference, not the rounded outputs beyond 1 ULP.
-Accuracy: bf16/fp16 outputs are within 1 ULP of the correctly rounded FP64 value (the FP32
-error, a few FP32 ulp even next to the derivative roots, is < 2^-16 relative); fp32
-outputs are computed in FP64 and rounded once (FP32 math would give several ulp).
+  * fp32 / fp64 tensors: act / act' are glu_math.h's FP64 functions (the same scalar code
+    the CPU reference runs on the host: cancellation-free forms, accurate exp / expm1 /
+    erfc); outputs rounded once (FP32 math would cost several fp32 ulp).
+  * bf16 / fp16 tensors: the fast FP32 path of glu_fast.h (one sigmoid or Gaussian tail
+    shared by act and act', MUFU.EX2 exp, MUFU reciprocal + one Newton step, a
+    degree-10 Mills-ratio polynomial instead of erfcf, root-window polynomials for act'
+    near its zero, selects instead of branches; no flush to zero anywhere a result can be
+    subnormal; exp as one MUFU.EX2 on a pre-scaled argument). It is not the reference's
+    operation sequence; its error bound is: for
+    every input a, |act32 - act| and |act32' - act'| stay within the share of the gate's
+    rounding bound E = gamma abs_terms + 10 2^-150 (gamma = 10u / (1 - 10u), u = 2^-24)
+    left after the output products' own roundings (glu_fast.h, conditions (A) and (D)),
+    so every element the gate calls decidable rounds to round(golden) and every element
+    is within 1 ULP (relative error of act, act' below 2^-13 wherever they are normal
+    FP32 numbers; measured at most 1.6e-5 = 2^-16.0, the bound's worst use 62%). tests/gpu/test_glu_fast_math.cpp checks (A), (D)
+    and the 2^-13 on the device for all 65536 bf16 and all 65536 fp16 inputs of SiLU,
+    erf GELU and tanh GELU, and that two worse approximations fail it.
+  Non-finite inputs: act(+inf) = +inf, act(-inf) = -0, act'(+inf) = 1, act'(-inf) = 0,
+  NaN -> NaN (the clamps of glu_math.h, NaN-keeping max.NaN / min.NaN on the fast path),
+  then IEEE products; fp16 outputs beyond 65504 round to inf as the golden's rounding does.
+  No --use_fast_math (it would flush subnormals and replace expf).
 
 Design.
   Units on a virtual 16-byte grid. The n elements are viewed on a 16-byte grid anchored
@@ -26,13 +39,34 @@ Design.
   16-byte access, else (and for the partial first / last unit) element by element. Any
   element alignment of any pointer is correct; aligned production tensors take the vector
   path everywhere.
-  One pass, grid-stride: 256-thread blocks, each thread takes units u and u + stride per
-  trip (stride = all threads of the grid), issuing all loads of both before the math, so
-  32 (forward) / 48 (backward) bytes per thread are in flight. The grid is
-  min(ceil(nunits / 512), 8 * SMs): small inputs get exactly the blocks they need, large
-  ones a fixed resident set that strides. Forward writes y; backward writes da and db in
-  the same pass (a, b, dy each read once). No shared memory, no atomics, no reductions:
-  the output does not depend on the launch shape (bitwise identical for any grid).
+  One pass, one 16-byte unit per thread: 256-thread blocks, ceil(nunits / 256) of them
+  (a flat grid; the loop strides only past 2^31 - 1 blocks). Each thread issues its loads
+  (a, b; backward also dy) before the math. Measured alternatives, slower: 2 or 4 units
+  per thread with a resident grid of 8 blocks per SM (the math's registers cut occupancy:
+  4 units need ~100 registers), 2 units per thread on a flat grid, CUDA's expf instead of
+  MUFU.EX2 (erf GELU forward +8%). Evict-first hints (ld/st.global.cs) on the GELU kernels
+  only (0-1.4% faster there, 6% slower on the SiLU forward). Forward writes y; backward
+  writes da and db in the same pass (a, b, dy each read once). No shared memory, no
+  atomics, no reductions: the output does not depend on the launch shape (bitwise
+  identical for any grid).
+
+Speed (H200, numgate-bench kernel clock = CUPTI GPU time per launch, bf16; minimal traffic
+= each input read once and each output written once; copy = the same GPU's device-to-device
+memcpy, 4246 GB/s in that run):
+  kernel                   shape          bytes     time      of copy  limited by
+  swiglu forward           4x512x12288   151.0 MB   36.14 us   98%     DRAM
+  swiglu backward          4x512x12288   251.7 MB   60.80 us   97%     DRAM
+  swiglu forward           1x512x25600    78.6 MB   19.92 us   93%     DRAM + launch ramp
+  swiglu backward          1x512x25600   131.1 MB   33.11 us   93%     DRAM + launch ramp
+  geglu (erf) forward      4x512x12288   151.0 MB   41.68 us   85%     issue
+  geglu (erf) backward     4x512x12288   251.7 MB   63.79 us   93%     DRAM and issue
+  geglu (tanh) forward     1x512x25600    78.6 MB   21.42 us   86%     issue and launch ramp
+  geglu (tanh) backward    1x512x25600   131.1 MB   34.48 us   89%     issue and launch ramp
+  (event-timed medians, which include launch gaps, are 2-3 us longer.) Math per element
+  (PTX instructions of the vector path): SiLU 17 forward / 39 backward, erf GELU 37 / 66;
+  at the H200's issue rate 66 per element take ~50 us of the erf backward's 64, and the
+  erf forward's 37 (Mills-ratio polynomial 11 FMA, reciprocal and Newton step, MUFU.EX2,
+  selects) keep it at 85% of copy. fp32 / fp64 tensors (FP64 math) are not benchmarked.
 */
 
 #include "glu/glu.cuh"
@@ -41,6 +75,7 @@ Design.
 #include <type_traits>
 
 #include "common/cuda_utils.cuh"
+#include "glu/glu_fast.h"
 #include "glu/glu_math.h"
 
 namespace numgate::glu {
@@ -62,28 +97,67 @@ using numgate::device::Unit;
 template <typename T>
 using comp_t = std::conditional_t<sizeof(T) == 2, float, double>;
 
-enum class Fn { silu, gelu_erf, gelu_tanh };
+using fast::Fn;
 
+/// act(a): the fast FP32 path for 16-bit tensors (glu_fast.h), FP64 glu_math.h otherwise.
 template <Fn F, typename C>
 __device__ __forceinline__ C act(C a) {
-  if constexpr (F == Fn::silu) return math::silu(a);
+  if constexpr (std::is_same_v<C, float>) return fast::act_only<F>(a);
+  else if constexpr (F == Fn::silu) return math::silu(a);
   else if constexpr (F == Fn::gelu_erf) return math::gelu_erf(a);
   else return math::gelu_tanh(a);
 }
+/// act(a) and act'(a) together (the fast path shares its sigmoid / Gaussian tail).
 template <Fn F, typename C>
-__device__ __forceinline__ C dact(C a) {
-  if constexpr (F == Fn::silu) return math::dsilu(a);
-  else if constexpr (F == Fn::gelu_erf) return math::dgelu_erf(a);
-  else return math::dgelu_tanh(a);
+__device__ __forceinline__ void act_dact(C a, C& y, C& dy) {
+  if constexpr (std::is_same_v<C, float>) {
+    fast::act_dact<F>(a, y, dy);
+  } else if constexpr (F == Fn::silu) {
+    y = math::silu(a);
+    dy = math::dsilu(a);
+  } else if constexpr (F == Fn::gelu_erf) {
+    y = math::gelu_erf(a);
+    dy = math::dgelu_erf(a);
+  } else {
+    y = math::gelu_tanh(a);
+    dy = math::dgelu_tanh(a);
+  }
+}
+
+/// Loads / stores a unit at lo (common/cuda_utils.cuh load_at / store_at); Cs: a full
+/// vector unit moves with the evict-first hint (ld.global.cs / st.global.cs): every byte
+/// is touched once. Measured: 0-1.4% faster for the GELU kernels, 6% slower for the SiLU
+/// forward, so kCs below enables it for GELU only.
+template <bool Cs, typename T>
+__device__ __forceinline__ Unit<T> load_h(const T* p, int64_t lo, int64_t n, bool vec) {
+  if constexpr (Cs) {
+    if (vec) {
+      const uint4 q = __ldcs(reinterpret_cast<const uint4*>(p + lo));
+      return Unit<T>{{q.x, q.y, q.z, q.w}};
+    }
+  }
+  return load_at(p, lo, n, vec);
+}
+template <bool Cs, typename T>
+__device__ __forceinline__ void store_h(T* p, int64_t lo, int64_t n, bool vec, const Unit<T>& u) {
+  if constexpr (Cs) {
+    if (vec) {
+      __stcs(reinterpret_cast<uint4*>(p + lo), make_uint4(u.w[0], u.w[1], u.w[2], u.w[3]));
+      return;
+    }
+  }
+  store_at(p, lo, n, vec, u);
 }
 
 constexpr int kThreads = 256;
-constexpr int kUnroll = 2;      // units per thread per grid-stride trip
-constexpr int kBlocksPerSm = 8; // resident-grid cap: 8 x 256 threads = 2048 per SM
+constexpr int kUnroll = 1;  // units per thread per grid-stride trip (2 and 4 measured slower)
+/// Evict-first hints per activation (see load_h).
+template <Fn F>
+constexpr bool kCs = F != Fn::silu;
 
 // load_at / store_at: common/cuda_utils.cuh.
 
-template <typename T, Fn F>
+template <typename T, Fn F, int U, bool Cs>
 __global__ void __launch_bounds__(kThreads)
     glu_forward_kernel(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ y, int64_t n) {
   using C = comp_t<T>;
@@ -95,20 +169,20 @@ __global__ void __launch_bounds__(kThreads)
   const bool y_al = grid_is_aligned(static_cast<const T*>(y), shift);
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t u0 = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; u0 < nunits;
-       u0 += kUnroll * stride) {
-    Unit<T> au[kUnroll], bu[kUnroll];
+       u0 += U * stride) {
+    Unit<T> au[U], bu[U];
 #pragma unroll
-    for (int k = 0; k < kUnroll; ++k) {
+    for (int k = 0; k < U; ++k) {
       const int64_t u = u0 + k * stride;
       if (u < nunits) {
         const int64_t lo = u * V - shift;
         const bool full = lo >= 0 && lo + V <= n;
-        au[k] = load_at(a, lo, n, full);
-        bu[k] = load_at(b, lo, n, full && b_al);
+        au[k] = load_h<Cs>(a, lo, n, full);
+        bu[k] = load_h<Cs>(b, lo, n, full && b_al);
       }
     }
 #pragma unroll
-    for (int k = 0; k < kUnroll; ++k) {
+    for (int k = 0; k < U; ++k) {
       const int64_t u = u0 + k * stride;
       if (u < nunits) {
         const int64_t lo = u * V - shift;
@@ -119,13 +193,13 @@ __global__ void __launch_bounds__(kThreads)
           const C av = static_cast<C>(unit_acc(au[k], j)), bv = static_cast<C>(unit_acc(bu[k], j));
           out[j] = static_cast<A>(act<F>(av) * bv);
         }
-        store_at(y, lo, n, full && y_al, pack_from_acc<T>(out));
+        store_h<Cs>(y, lo, n, full && y_al, pack_from_acc<T>(out));
       }
     }
   }
 }
 
-template <typename T, Fn F>
+template <typename T, Fn F, int U, bool Cs>
 __global__ void __launch_bounds__(kThreads)
     glu_backward_kernel(const T* __restrict__ a, const T* __restrict__ b, const T* __restrict__ dy,
                         T* __restrict__ da, T* __restrict__ db, int64_t n) {
@@ -140,21 +214,21 @@ __global__ void __launch_bounds__(kThreads)
   const bool db_al = grid_is_aligned(static_cast<const T*>(db), shift);
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t u0 = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; u0 < nunits;
-       u0 += kUnroll * stride) {
-    Unit<T> au[kUnroll], bu[kUnroll], gu[kUnroll];
+       u0 += U * stride) {
+    Unit<T> au[U], bu[U], gu[U];
 #pragma unroll
-    for (int k = 0; k < kUnroll; ++k) {
+    for (int k = 0; k < U; ++k) {
       const int64_t u = u0 + k * stride;
       if (u < nunits) {
         const int64_t lo = u * V - shift;
         const bool full = lo >= 0 && lo + V <= n;
-        au[k] = load_at(a, lo, n, full);
-        bu[k] = load_at(b, lo, n, full && b_al);
-        gu[k] = load_at(dy, lo, n, full && dy_al);
+        au[k] = load_h<Cs>(a, lo, n, full);
+        bu[k] = load_h<Cs>(b, lo, n, full && b_al);
+        gu[k] = load_h<Cs>(dy, lo, n, full && dy_al);
       }
     }
 #pragma unroll
-    for (int k = 0; k < kUnroll; ++k) {
+    for (int k = 0; k < U; ++k) {
       const int64_t u = u0 + k * stride;
       if (u < nunits) {
         const int64_t lo = u * V - shift;
@@ -164,11 +238,13 @@ __global__ void __launch_bounds__(kThreads)
         for (int j = 0; j < V; ++j) {
           const C av = static_cast<C>(unit_acc(au[k], j)), bv = static_cast<C>(unit_acc(bu[k], j));
           const C gv = static_cast<C>(unit_acc(gu[k], j));
-          oa[j] = static_cast<A>((gv * bv) * dact<F>(av));
-          ob[j] = static_cast<A>(gv * act<F>(av));
+          C y, dyv;
+          act_dact<F>(av, y, dyv);
+          oa[j] = static_cast<A>((gv * bv) * dyv);
+          ob[j] = static_cast<A>(gv * y);
         }
-        store_at(da, lo, n, full && da_al, pack_from_acc<T>(oa));
-        store_at(db, lo, n, full && db_al, pack_from_acc<T>(ob));
+        store_h<Cs>(da, lo, n, full && da_al, pack_from_acc<T>(oa));
+        store_h<Cs>(db, lo, n, full && db_al, pack_from_acc<T>(ob));
       }
     }
   }
@@ -181,21 +257,15 @@ bool aligned_to_element(const void* p) {
   return reinterpret_cast<std::uintptr_t>(p) % sizeof(T) == 0;
 }
 
-/// Blocks for nunits units: just enough for one trip, capped at kBlocksPerSm per SM.
+/// Blocks for one trip of nunits units, kUnroll per thread (capped at 2^31 - 1: beyond,
+/// the kernels stride).
 template <typename T>
-cudaError_t grid_for(const T* a, int64_t n, unsigned& blocks) {
+unsigned grid_for(const T* a, int64_t n) {
   constexpr int V = kVec<T>;
   const int64_t shift = static_cast<int64_t>((reinterpret_cast<std::uintptr_t>(a) & 15u) / sizeof(T));
   const int64_t nunits = (n + shift + V - 1) / V;
-  int dev = 0, sms = 0;
-  cudaError_t err = cudaGetDevice(&dev);
-  if (err != cudaSuccess) return err;
-  err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-  if (err != cudaSuccess) return err;
   const int64_t need = (nunits + int64_t(kThreads) * kUnroll - 1) / (int64_t(kThreads) * kUnroll);
-  const int64_t cap = int64_t(sms > 0 ? sms : 1) * kBlocksPerSm;
-  blocks = static_cast<unsigned>(need < cap ? need : cap);
-  return cudaSuccess;
+  return static_cast<unsigned>(need < int64_t(0x7fffffff) ? need : int64_t(0x7fffffff));
 }
 
 template <typename T, Fn F>
@@ -205,10 +275,7 @@ cudaError_t launch_forward(const T* a, const T* b, T* y, int64_t n, cudaStream_t
   if (a == nullptr || b == nullptr || y == nullptr) return cudaErrorInvalidValue;
   if (!aligned_to_element<T>(a) || !aligned_to_element<T>(b) || !aligned_to_element<T>(y))
     return cudaErrorInvalidValue;
-  unsigned blocks = 0;
-  const cudaError_t err = grid_for(a, n, blocks);
-  if (err != cudaSuccess) return err;
-  glu_forward_kernel<T, F><<<blocks, kThreads, 0, stream>>>(a, b, y, n);
+  glu_forward_kernel<T, F, kUnroll, kCs<F>><<<grid_for(a, n), kThreads, 0, stream>>>(a, b, y, n);
   return cudaGetLastError();
 }
 
@@ -220,10 +287,7 @@ cudaError_t launch_backward(const T* a, const T* b, const T* dy, T* da, T* db, i
   if (!aligned_to_element<T>(a) || !aligned_to_element<T>(b) || !aligned_to_element<T>(dy) ||
       !aligned_to_element<T>(da) || !aligned_to_element<T>(db))
     return cudaErrorInvalidValue;
-  unsigned blocks = 0;
-  const cudaError_t err = grid_for(a, n, blocks);
-  if (err != cudaSuccess) return err;
-  glu_backward_kernel<T, F><<<blocks, kThreads, 0, stream>>>(a, b, dy, da, db, n);
+  glu_backward_kernel<T, F, kUnroll, kCs<F>><<<grid_for(a, n), kThreads, 0, stream>>>(a, b, dy, da, db, n);
   return cudaGetLastError();
 }
 

@@ -1,8 +1,12 @@
-// numgate — SwiGLU / GeGLU scalar math shared by the CUDA kernels (glu_kernels.cu) and the
-// CPU reference oracle (glu_oracle.cpp), so the reference mirrors the kernels' operation
-// order exactly. C is the compute type: float (bf16/fp16 tensors) or double (fp32 and
+// numgate — SwiGLU / GeGLU scalar math of the CPU reference oracle (glu_oracle.cpp) and of
+// the fp32 / fp64 CUDA kernels (glu_kernels.cu), which mirror its operation order exactly.
+// C is the compute type: float (the reference for bf16/fp16 tensors) or double (fp32 and
 // fp64 tensors). On the device the functions are CUDA's accurate expf/expm1f/erfcf (and
 // double exp/expm1/erfc), never the __expf-style intrinsics; on the host std::exp etc.
+// The bf16/fp16 kernels use the fast FP32 path of glu_fast.h instead (same mathematics and
+// limits, other operations; its error bound, checked for every 16-bit input, keeps the
+// outputs inside the gate's envelope: see there). This file's FP32 functions remain the
+// reference for those dtypes and the exhaustive test's comparison.
 //
 // Formulas (sources: SwiGLU/GeGLU, Shazeer 2020, "GLU Variants Improve Transformer",
 // arXiv:2002.05202; SiLU/GELU as torch.nn.functional.silu and torch.nn.functional.gelu

@@ -37,9 +37,12 @@
 // Forward: rows of up to 16,384 elements (bf16/fp16; fp32 8,192, double 4,096) are read
 // once and held in registers (each exponential computed once); longer rows are swept
 // three times (the later sweeps mostly L1/L2 hits), with bitwise the same result. The
-// backward sweeps the row twice.
+// backward reads rows of up to 8,192 elements (bf16/fp16; fp32 4,096) once into registers
+// (128 threads per row); longer rows are swept twice. It reads every y and dy (a NaN or
+// Inf dy at a masked position, where y = 0, makes the row's dx NaN, as the golden does).
 //
-// Determinism: no atomics; the launch shape (256 threads per row) and every summation
+// Determinism: no atomics; the launch shape (256 threads per row forward; backward 128,
+// or 256 for rows it sweeps twice) and every summation
 // order depend only on k_len and the row's 16-byte phase, so repeated calls give bitwise
 // identical results, and a row launched alone (with its row_offset) gives bitwise its row
 // of a batched launch when it has the same 16-byte phase.
