@@ -4,9 +4,9 @@
 // Gate: defaults (fudge 2.0, atol 0, max ref/golden 0.10) plus ulp_limit = 1 (elementwise:
 // within 1 ULP of the correctly rounded golden everywhere), declared before any target runs.
 // Kernel tile sizes (glu_kernels.cu): a unit is 16 bytes (8 bf16/fp16, 4 fp32 elements);
-// a block of 256 threads handles one unit per thread (2048 bf16/fp16, 1024 fp32 elements;
-// the 4095/4096/4097 and 2047/2049 cases below were sized for the earlier 2-unit tile and
-// straddle two and three blocks now). Committed shapes stay tiny (golden_data budget); the
+// a block of 256 threads handles one unit per thread (2048 bf16/fp16, 1024 fp32 elements:
+// the 2047/2048/2049 and 1023/1024/1025 cases; the 4095/4096/4097 cases straddle two and
+// three blocks). Committed shapes stay tiny (golden_data budget); the
 // block-tile boundaries and the production shapes are generated into the build tree
 // (production()).
 #include "glu/glu_oracle.h"
@@ -60,6 +60,11 @@ std::vector<CaseSpec> SwiGLUOp::cases() const {
       c(D::fp32, {1, 2047}, 104).description("one below a 2048-element block sweep (fp32)").production(),
       c(D::fp32, {1, 2049}, 105).description("one above a 2048-element block sweep (fp32)").production(),
       c(D::fp16, {3, 4097}, 106).description("fp16, rows at varying 16-byte phase across block sweeps").production(),
+      c(D::bf16, {1, 2047}, 109).description("one below a 2048-element block tile (bf16)").production(),
+      c(D::bf16, {1, 2048}, 110).description("one 2048-element block tile (bf16)").production(),
+      c(D::bf16, {1, 2049}, 111).description("one above a 2048-element block tile (bf16)").production(),
+      c(D::fp32, {1, 1023}, 112).description("one below a 1024-element block tile (fp32)").production(),
+      c(D::fp32, {1, 1025}, 113).description("one above a 1024-element block tile (fp32)").production(),
       c(D::fp16, {1, 64}, 30).pattern("db_overflow").description("value coverage: db near fp16 max").production(),
       c(D::bf16, {1, 1024, 12288}, 107).description("production: 1024 tokens, intermediate 12288").production(),
       c(D::bf16, {1, 512, 25600}, 108).description("production: 512 tokens, intermediate 25600").production(),
@@ -114,6 +119,14 @@ std::vector<CaseSpec> GeGLUOp::cases() const {
       c(D::fp32, {1, 2048}, 103).param("approximate_tanh", 0).description("one 2048-element block sweep (fp32)")
           .production(),
       c(D::fp16, {3, 4097}, 104).param("approximate_tanh", 1).description("fp16, rows at varying 16-byte phase (tanh)")
+          .production(),
+      c(D::bf16, {1, 2047}, 107).param("approximate_tanh", 0).description("one below a 2048-element block tile (bf16)")
+          .production(),
+      c(D::bf16, {1, 2049}, 108).param("approximate_tanh", 1).description("one above a 2048-element block tile (bf16)")
+          .production(),
+      c(D::fp32, {1, 1024}, 109).param("approximate_tanh", 0).description("one 1024-element block tile (fp32)")
+          .production(),
+      c(D::fp16, {1, 2048}, 110).param("approximate_tanh", 0).description("one 2048-element block tile (fp16, erf)")
           .production(),
       c(D::fp16, {1, 64}, 27).pattern("db_overflow").param("approximate_tanh", 1)
           .description("value coverage: db near fp16 max").production(),
