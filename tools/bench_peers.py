@@ -526,8 +526,15 @@ def make_ops(torch, F, liger):
                                                             cap if cap > 0 else None, False)
                 return cross_entropy_backward(grad, s["dl"] if red == 0 else torch.ones((), device="cuda", dtype=dt))
 
+            def mk_l():
+                # Liger computes the gradient in its forward only when the logits require grad
+                # (HAS_GRADIENTS = _input.requires_grad); without it the row would time a forward.
+                s = mk()
+                s["x"].requires_grad_(True)
+                return s
+
             note = "loss and dlogits in one kernel (gradient written into the logits); no lse output"
-            out.append(("fused", "liger", True, note, mk, lfused, ("x", "x")))
+            out.append(("fused", "liger", True, note, mk_l, lfused, ("x", "x")))
         return out
 
     # ---- dropout + residual add ---------------------------------------------------------
