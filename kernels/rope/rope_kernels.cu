@@ -1,4 +1,14 @@
 // RoPE target kernels (see rope.cuh for the contract and rope_math.h for the numerics).
+//
+// Bytes and speed (H200, bf16, numgate-bench kernel clock, run 15; forward and backward are
+// the same kernel on other tensors):
+//   4x4096 tokens x 32 q heads x 128, 8 kv heads: minimal traffic 335.5 MB (q, k read once,
+//     q_rot, k_rot written once, positions), 84.3 us = 3.98 TB/s, 94% of the 4247 GB/s
+//     device-to-device copy: DRAM-bound.
+//   1x4096x32x128: 83.9 MB, 24.4 us = 3.44 TB/s, 81% of copy; 4x512x32x128: 13.9 us, 59%.
+//     What limits the smaller launches is the fixed cost of one block per token (cos/sin
+//     computed into shared memory and a barrier before the first load is used) at the
+//     first wave and the tail, not the bandwidth: Liger's kernel is 2-3 us faster there.
 #include <climits>
 #include <cstdint>
 #include <type_traits>
