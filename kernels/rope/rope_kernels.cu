@@ -6,7 +6,7 @@
 //     q_rot, k_rot written once, positions), 84.3 us = 3.98 TB/s, 94% of the 4247 GB/s
 //     device-to-device copy: DRAM-bound.
 //   1x4096x32x128: 83.9 MB, 24.4 us = 3.44 TB/s, 81% of copy; 4x512x32x128: 13.9 us, 59%.
-//     What limits the smaller launches is the fixed cost of one block per token (cos/sin
+//     What limits the smaller launches is, by the timings (not profiled), the fixed cost of one block per token (cos/sin
 //     computed into shared memory and a barrier before the first load is used) at the
 //     first wave and the tail, not the bandwidth: Liger's kernel is 2-3 us faster there.
 #include <climits>
