@@ -53,20 +53,21 @@ Design.
     zeros); the count kernel before and the loss reduction after, as the forward's.
 
 Performance (H200, 8192 x 151,936 bf16, mean: numgate-bench's kernel clock, the GPU time
-per call of every kernel a call launches; D2D copy 4271 GB/s read + write; measured with
-the configuration committed here). Minimal bytes = the inputs read once + the outputs
-written once.
-  forward: 2.49 GB (logits; targets, loss, lse ~0.1 MB); 840 us kernel clock = 2.96 TB/s,
-    69% of copy. Limit (not profiled): per SM one block with 64 KiB of loads in flight,
-    synchronous per batch, and a block reduction at every row end with no loads in flight;
-    deeper batches spill at 1024 threads, and an L2 bulk prefetch of the next row made it
-    slower (988-1086 us).
-  backward: 4.98 GB (logits read once, dlogits written once); 1814 us = 2.75 TB/s, 64% of
-    copy. fused: the same 4.98 GB (+ lse, loss); 1774 us = 2.81 TB/s, 66% of copy. Limit
+per call of every kernel a call launches; run 15 of the whole suite, D2D copy 4246 GB/s
+read + write). Minimal bytes = the inputs read once + the outputs written once.
+  forward: 2.49 GB (logits; targets, loss, lse ~0.1 MB); 827 us = 3.01 TB/s, 71% of copy.
+    Limit (not profiled): per SM one block with 64 KiB of loads in flight, synchronous per
+    batch, and a block reduction at every row end with no loads in flight; deeper batches
+    spill at 1024 threads, and an L2 bulk prefetch of the next row made it slower
+    (988-1086 us in a tuning run).
+  backward: 4.98 GB (logits read once, dlogits written once); 1721 us = 2.89 TB/s, 68% of
+    copy. fused: the same 4.98 GB (+ lse, loss); 1716 us = 2.90 TB/s, 68% of copy. Limit
     (not profiled): the two sweeps per row run back to back in each SM's single block
     (the statistics sweep reads DRAM at one block's memory-level parallelism, the gradient
-    sweep is L2-read + DRAM-write with 2 units in flight per thread); prefetching the whole
-    next row instead of 96 KiB overflows L2 (fused 2041 us), none gives 1781 us.
+    sweep is L2-read + DRAM-write with 2 units in flight per thread); in the tuning runs
+    prefetching the whole next row instead of 96 KiB overflowed L2 (fused 2041 us) and no
+    prefetch gave 1781 us against 1774. Holding the row on chip (bulk copies into shared
+    memory, or a 2-CTA cluster for 297 KiB rows) would remove the second read: not tried.
 */
 
 #include "cross_entropy/cross_entropy.cuh"
