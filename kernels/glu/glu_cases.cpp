@@ -54,11 +54,11 @@ std::vector<CaseSpec> SwiGLUOp::cases() const {
           .production(),
       c(D::bf16, {1, 32}, 28).pattern("near_root").description("a next to the root of silu'").production(),
       c(D::fp16, {1, 32}, 29).pattern("near_root").description("a next to the root of silu'").production(),
-      c(D::bf16, {1, 4095}, 101).description("one below a 4096-element block sweep (bf16)").production(),
-      c(D::bf16, {1, 4096}, 102).description("one 4096-element block sweep (bf16)").production(),
-      c(D::bf16, {1, 4097}, 103).description("one above a 4096-element block sweep (bf16)").production(),
-      c(D::fp32, {1, 2047}, 104).description("one below a 2048-element block sweep (fp32)").production(),
-      c(D::fp32, {1, 2049}, 105).description("one above a 2048-element block sweep (fp32)").production(),
+      c(D::bf16, {1, 4095}, 101).description("one below two 2048-element block tiles (bf16)").production(),
+      c(D::bf16, {1, 4096}, 102).description("two 2048-element block tiles (bf16)").production(),
+      c(D::bf16, {1, 4097}, 103).description("one above two 2048-element block tiles (bf16)").production(),
+      c(D::fp32, {1, 2047}, 104).description("one below two 1024-element block tiles (fp32)").production(),
+      c(D::fp32, {1, 2049}, 105).description("one above two 1024-element block tiles (fp32)").production(),
       c(D::fp16, {3, 4097}, 106).description("fp16, rows at varying 16-byte phase across block sweeps").production(),
       c(D::bf16, {1, 2047}, 109).description("one below a 2048-element block tile (bf16)").production(),
       c(D::bf16, {1, 2048}, 110).description("one 2048-element block tile (bf16)").production(),
@@ -112,11 +112,11 @@ std::vector<CaseSpec> GeGLUOp::cases() const {
           .description("a next to the roots of gelu' (tanh declared)").production(),
       c(D::bf16, {1, 256}, 25).pattern("large").param("approximate_tanh", 0).description("|a| up to 150").production(),
       c(D::fp16, {1, 256}, 26).pattern("large").param("approximate_tanh", 1).description("|a| up to 150").production(),
-      c(D::bf16, {1, 4095}, 101).param("approximate_tanh", 0).description("one below a 4096-element block sweep (bf16)")
+      c(D::bf16, {1, 4095}, 101).param("approximate_tanh", 0).description("one below two 2048-element block tiles (bf16)")
           .production(),
-      c(D::bf16, {1, 4097}, 102).param("approximate_tanh", 1).description("one above a 4096-element block sweep (bf16)")
+      c(D::bf16, {1, 4097}, 102).param("approximate_tanh", 1).description("one above two 2048-element block tiles (bf16)")
           .production(),
-      c(D::fp32, {1, 2048}, 103).param("approximate_tanh", 0).description("one 2048-element block sweep (fp32)")
+      c(D::fp32, {1, 2048}, 103).param("approximate_tanh", 0).description("two 1024-element block tiles (fp32)")
           .production(),
       c(D::fp16, {3, 4097}, 104).param("approximate_tanh", 1).description("fp16, rows at varying 16-byte phase (tanh)")
           .production(),
