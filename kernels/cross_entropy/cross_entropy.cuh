@@ -19,9 +19,12 @@
 // exponential sum S and the smoothing sum sum_j s_j depend on the logits' dtype:
 //   bf16 / fp16: FP32, as the reference's (whose sums run sequentially over the whole
 //     vocabulary): per thread an online (max, sum) over the thread's units (~V / 1024
-//     elements each), the terms 2^(RN(RN(s - m) * log2 e)) by the SFU's ex2.approx (relative
-//     error <= ~2^-22 where |s - m| < 20: a few FP32 ulp, 2^-13 of the output's rounding;
-//     smaller terms add below S's rounding), a rescale S * expf(m_old - m_new) (CUDA expf,
+//     elements each), the terms 2^(RN(RN(s - m) * log2 e)) by the SFU's ex2.approx.ftz
+//     (relative error <= ~2^-19 where |s - m| < 20, dominated by the roundings of the
+//     argument, ln 2 |t| 2^-23.8 with |t| <= 28.9; <= ~2^-21 where |s - m| <= 2: at most
+//     ~2^-10 of a bf16 and ~2^-7 of an fp16 output's half-ULP; smaller terms add below S's
+//     rounding; terms below 2^-126, s - m < -87.3, are flushed to 0 — see the gradient
+//     note in cross_entropy_kernels.cu), a rescale S * expf(m_old - m_new) (CUDA expf,
 //     <= 2 ulp) when the running max grows; threads combined by a fixed butterfly (warp,
 //     then the block's 32 warps) of the same (m, S) rule; log S in FP64 rounded once;
 //     backward p = e * RN_fp32(1 / S) with e the same ex2 term; soft cap tanhf (<= 2 ulp).

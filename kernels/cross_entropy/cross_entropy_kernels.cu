@@ -26,9 +26,12 @@ Design.
     bf16 / fp16 logits: m, S, sum_s in FP32. Per unit: its max (fmaxf: NaN is skipped and
       reaches S instead, as a NaN term), one rescale S *= expf(m_old - m_new) (CUDA expf,
       accurate) when the max grows, then the unit's terms added to S in order, each term
-      2^(RN(RN(s - m) * log2 e)) by ex2.approx.ftz (relative error <= ~2^-22 for the terms
-      that matter, |s - m| < 20: a few FP32 ulp, 2^-13 of the output's bf16/fp16
-      rounding). A -inf logit's term is +0; while a thread's m is -inf its base is 0, so a
+      2^(RN(RN(s - m) * log2 e)) by ex2.approx.ftz (relative error <= ~2^-19 where
+      |s - m| < 20, dominated by the argument's two roundings; <= ~2^-21 where |s - m| <= 2:
+      at most ~2^-10 of a bf16 and ~2^-7 of an fp16 output's half-ULP). Known gap: the
+      gradient sweep uses the same .ftz term, so where s - m < -87.3 (p below 2^-126) p is
+      0, while a bf16 dlogits of g * p could still be a subnormal down to 2^-133; no case
+      has logits in that window (s - m in [-92, -87]), so the replay has not judged it. A -inf logit's term is +0; while a thread's m is -inf its base is 0, so a
       NaN logit still makes S NaN. About 6 instructions per element.
     float / double logits: m in acc, S and sum_s in FP64, exp in FP64, element by element
       (the FP32 outputs' threshold is a few FP32 ulps).

@@ -15,12 +15,16 @@
 // Element types T: __nv_bfloat16 and __half (math in FP32), float and double (math in
 // FP64: the 1-ULP accuracy contract of fp32 outputs needs it). fp32 / fp64: the scalar code
 // is glu_math.h (cancellation-free forms, accurate exp/expm1/erfc), as in the CPU reference.
-// bf16 / fp16: the fast FP32 path glu_fast.h (accurate expf, MUFU reciprocal + Newton step,
+// bf16 / fp16: the fast FP32 path glu_fast.h (exp by one MUFU.EX2, ex2.approx.f32 without
+// .ftz; MUFU reciprocal + Newton step,
 // a Mills-ratio polynomial for the erf GELU, root-window polynomials, no branches), whose
 // error for every one of the 65536 inputs of each 16-bit type stays inside the part of the
 // gate's rounding bound the output products leave (glu_fast.h; checked exhaustively on the
-// device by tests/gpu/test_glu_fast_math.cpp): every output is within 1 ULP of the
-// correctly rounded FP64 value and every "decidable" element is correctly rounded. Each
+// device by tests/gpu/test_glu_fast_math.cpp): where act and act' are normal FP32 numbers
+// every output is within 1 ULP of the correctly rounded FP64 value, and every "decidable"
+// element is correctly rounded (where exp(-|a|) is an FP32 subnormal, e.g. SiLU at
+// a ~ -100, act carries that subnormal's rounding, as the reference's does, and a large b
+// can magnify it beyond 1 ULP: the argument covers normal values only). Each
 // output is rounded once to T (round to nearest even). Non-finite inputs: act(+inf) =
 // +inf, act(-inf) = -0, act'(+inf) = 1, act'(-inf) = 0, NaN -> NaN; then IEEE products.
 //

@@ -400,10 +400,11 @@ __device__ __forceinline__ void store_unit_hint(T* row, int lo, int n, bool vect
   store_unit(row, lo, n, vector_ok, u);
 }
 
-/// Backward with the row held in registers: thread t loads its units t, t + 256, ...,
-/// t + (R - 1) * 256 of y and dy once, all before any arithmetic (2R 16-byte loads in
-/// flight per thread), then the same operations in the same order as backward_kernel
-/// (bitwise the same dx): y and dy cross DRAM once and are never loaded twice.
+/// Backward with the row held in registers: thread t of NT loads its units t, t + NT, ...,
+/// t + (R - 1) * NT of y and dy once, all before any arithmetic (2R 16-byte loads in
+/// flight per thread), then backward_kernel's per-element operations; the dot product's
+/// partition and block_sum tree are NT's (128 in production), so dx is deterministic per
+/// (k_len, phase) but not bitwise backward_kernel's: y and dy cross DRAM once.
 template <typename T, int R, bool kStream, int NT = kThreads>
 __global__ void __launch_bounds__(NT) backward_cached_kernel(const T* __restrict__ y, const T* __restrict__ dy,
                                                              T* __restrict__ dx, int k_len, acc_t<T> sf) {
