@@ -129,6 +129,9 @@ struct Policy {
   static constexpr int kFwdMaxK = kMeanVar ? (sizeof(T) == 8 ? 2 : 4) : Residual ? 4 : (sizeof(T) == 8 ? 4 : 8);
   template <typename T>
   static constexpr int kSepMaxK = Residual ? 2 : (kMeanVar && sizeof(T) == 8) ? 2 : 4;
+  /// Forward block: the smallest K (units per thread) whose block has at most this many
+  /// threads (measured on the H200, bf16, H = 4096 and 5120; see the file comment).
+  static constexpr int kFwdTargetThreads = kMeanVar ? 160 : Residual ? 1024 : 384;
   /// Row slots of the cp.async ring (kRingStages - 1 rows in flight per block).
   static constexpr int kRingStages = Residual ? 2 : 3;
   /// Fused backward: about this many columns over all chunks of a launch (chunks ~
@@ -150,7 +153,6 @@ using LayerNormPolicy = Policy<Stat::kMeanVar, false, false, true>;
 
 inline constexpr int kMaxThreads = 1024;
 inline constexpr int kStreamThreads = 1024;
-inline constexpr int kFwdTargetThreads = 384;  ///< preferred forward block (K raised until <=)
 inline constexpr int kBwdTargetThreads = 256;
 inline constexpr int kFusedMaxThreads = 256;  ///< fused backward block limit
 inline constexpr int kFusedMaxK = 4;          ///< fused backward: up to 1024 units per row
@@ -214,6 +216,16 @@ __device__ __forceinline__ acc_t<T> y_of(acc_t<T> v, acc_t<T> mean, acc_t<T> r, 
 }
 
 __device__ __forceinline__ bool in_row(int lo, int j, int n) { return lo + j >= 0 && lo + j < n; }
+
+/// A 16-byte vector as a unit and back (the aligned forward's loads and stores).
+template <typename T>
+__device__ __forceinline__ Unit<T> as_unit(uint4 q) {
+  return Unit<T>{{q.x, q.y, q.z, q.w}};
+}
+template <typename T>
+__device__ __forceinline__ uint4 as_uint4(const Unit<T>& u) {
+  return make_uint4(u.w[0], u.w[1], u.w[2], u.w[3]);
+}
 
 }  // namespace detail
 
@@ -353,6 +365,129 @@ __global__ void __launch_bounds__(kMaxThreads) row_norm_forward_cached_kernel(co
       for (int j = 0; j < V; ++j)
         out[j] = detail::y_of<P, T>(detail::value<P, T>(xc[k], rc[P::kResidual ? k : 0], j), mean, r, wu, bu, j);
       store_unit(R.yr, lo, hidden, full && R.y_al, pack_from_acc<T>(out));
+    }
+  }
+}
+
+/// The aligned forward: hidden % kVec<T> == 0 and every tensor 16-byte aligned (the host
+/// checks; row_norm_forward_cached_kernel takes every other case). The same per-element
+/// operations in the same order as the cached kernel at the same block shape, so y (and
+/// residual_out) are bitwise its results; what it drops is the generality that cost
+/// instructions (the kernel was issue-bound, not DRAM-bound): no virtual grid, no per-unit
+/// alignment or per-element range tests (units past the row are skipped whole, which adds
+/// no zero to a sum and no (0 - mean)^2 to the deviations), 32-bit unit offsets. w (and b)
+/// are loaded right after x, before the reductions; x (and residual) are loaded and y
+/// (and residual_out) stored with the evict-first hint (ld/st.global.cs: each is touched
+/// once here, and w and b stay cached).
+template <class P, typename T, int K>
+__global__ void __launch_bounds__(kMaxThreads) row_norm_forward_aligned_kernel(const FwdArgs<T> a) {
+  using A = acc_t<T>;
+  constexpr int V = kVec<T>;
+  constexpr int KR = P::kResidual ? K : 1;
+  /// w (and b) preloaded when the cache stays within 12 units (48 registers; 8 for double,
+  /// whose math needs more): beyond, the 64-register cap of a 1024-thread launch bound
+  /// would spill, and they are loaded after the reductions as in the cached kernel.
+  constexpr bool kPre = K * (2 + int(P::kResidual) + int(P::kBias)) <= (sizeof(T) == 8 ? 8 : 12);
+  __shared__ A red[1][32];
+  const int hidden = a.hidden;
+  const int nunits = hidden / V;
+  const int64_t off = static_cast<int64_t>(blockIdx.x) * hidden;
+  const int tid = static_cast<int>(threadIdx.x);
+  const int nthr = static_cast<int>(blockDim.x);
+  const uint4* xr = reinterpret_cast<const uint4*>(a.x + off);
+  uint4* yr = reinterpret_cast<uint4*>(a.y + off);
+  const uint4* wv = reinterpret_cast<const uint4*>(a.w);
+
+  constexpr int KW = kPre ? K : 1;
+  constexpr int KWB = (kPre && P::kBias) ? K : 1;
+  Unit<T> xc[K], rc[KR], wc[KW], bc[KWB];
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int u = tid + k * nthr;
+    xc[k] = zero_unit<T>();
+    if constexpr (P::kResidual) rc[k] = zero_unit<T>();
+    if (u < nunits) {
+      xc[k] = detail::as_unit<T>(__ldcs(xr + u));
+      if constexpr (P::kResidual) rc[k] = detail::as_unit<T>(__ldcs(reinterpret_cast<const uint4*>(a.res + off) + u));
+    }
+  }
+  if constexpr (kPre) {
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const int u = tid + k * nthr;
+      if (u < nunits) {
+        wc[k] = detail::as_unit<T>(wv[u]);
+        if constexpr (P::kBias) bc[k] = detail::as_unit<T>(reinterpret_cast<const uint4*>(a.b)[u]);
+      }
+    }
+  }
+
+  A s[1] = {A(0)};
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    if (tid + k * nthr < nunits) {
+      A v[V];
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        v[j] = detail::value<P, T>(xc[k], rc[P::kResidual ? k : 0], j);
+        if constexpr (P::kMeanVar) {
+          s[0] += v[j];
+        } else {
+          s[0] += v[j] * v[j];
+        }
+      }
+      if constexpr (P::kResidual) {
+        __stcs(reinterpret_cast<uint4*>(a.res_out + off) + tid + k * nthr, detail::as_uint4(pack_from_acc<T>(v)));
+      }
+    }
+  }
+  block_sum<1>(s, red);
+  A mean = A(0);
+  A r;
+  if constexpr (P::kMeanVar) {
+    mean = div_rn(s[0], A(hidden));
+#pragma unroll
+    for (int k = 0; k < K; ++k) keep_packed(xc[k]);
+    A q[1] = {A(0)};
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      if (tid + k * nthr < nunits) {
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          const A d = detail::value<P, T>(xc[k], rc[P::kResidual ? k : 0], j) - mean;
+          q[0] += d * d;
+        }
+      }
+    }
+    block_sum<1>(q, red);
+    r = detail::rstd_of(q[0], hidden, a.eps);
+  } else {
+    r = detail::rstd_of(s[0], hidden, a.eps);
+  }
+
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    keep_packed(xc[k]);
+    if constexpr (P::kResidual) keep_packed(rc[k]);
+  }
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int u = tid + k * nthr;
+    if (u < nunits) {
+      Unit<T> wu, bu;
+      if constexpr (kPre) {
+        wu = wc[k];
+        bu = bc[P::kBias ? k : 0];
+      } else {
+        wu = detail::as_unit<T>(wv[u]);
+        bu = wu;
+        if constexpr (P::kBias) bu = detail::as_unit<T>(reinterpret_cast<const uint4*>(a.b)[u]);
+      }
+      A out[V];
+#pragma unroll
+      for (int j = 0; j < V; ++j)
+        out[j] = detail::y_of<P, T>(detail::value<P, T>(xc[k], rc[P::kResidual ? k : 0], j), mean, r, wu, bu, j);
+      __stcs(yr + u, detail::as_uint4(pack_from_acc<T>(out)));
     }
   }
 }
@@ -1269,21 +1404,44 @@ size_t atomic_workspace_bytes(int64_t rows, int64_t hidden) {
   return static_cast<size_t>(round_up(l.bytes, kWorkspaceAlign) + hidden * int64_t(sizeof(double)) + kWorkspaceAlign);
 }
 
+/// True when the aligned forward applies: hidden % kVec<T> == 0 and every tensor of the
+/// policy 16-byte aligned.
+template <class P, typename T>
+bool forward_is_aligned(const FwdArgs<T>& a) {
+  const auto al = [](const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; };
+  bool ok = a.hidden % kVec<T> == 0 && al(a.x) && al(a.w) && al(a.y);
+  if constexpr (P::kResidual) ok = ok && al(a.res) && al(a.res_out);
+  if constexpr (P::kBias) ok = ok && al(a.b);
+  return ok;
+}
+
+template <class P, typename T, int K>
+void launch_forward_k(const FwdArgs<T>& a, dim3 grid, int threads, bool aligned, cudaStream_t stream) {
+  if (aligned) {
+    row_norm_forward_aligned_kernel<P, T, K><<<grid, threads, 0, stream>>>(a);
+  } else {
+    row_norm_forward_cached_kernel<P, T, K><<<grid, threads, 0, stream>>>(a);
+  }
+}
+
 /// Forward launch (arguments already validated; rows >= 1). Returns cudaErrorInvalidValue
-/// for a row too long for the cache of a policy without a streaming kernel.
+/// for a row too long for the cache of a policy without a streaming kernel. The block
+/// shape (K, threads) is a function of (policy, hidden, dtype, x's 16-byte phase) only;
+/// the aligned and the cached kernel give the same bits at the same shape.
 template <class P, typename T>
 cudaError_t launch_forward(const FwdArgs<T>& a, int64_t rows, cudaStream_t stream) {
   constexpr int KM = P::template kFwdMaxK<T>;
   const dim3 grid(static_cast<unsigned>(rows));
-  const CachedConfig cfg = pick_cached_config(max_units_per_row(a.x, a.hidden), KM, kFwdTargetThreads);
+  const CachedConfig cfg = pick_cached_config(max_units_per_row(a.x, a.hidden), KM, P::kFwdTargetThreads);
+  const bool aligned = forward_is_aligned<P, T>(a);
   switch (cfg.k) {
-    case 1: row_norm_forward_cached_kernel<P, T, 1><<<grid, cfg.threads, 0, stream>>>(a); break;
-    case 2: row_norm_forward_cached_kernel<P, T, 2><<<grid, cfg.threads, 0, stream>>>(a); break;
+    case 1: launch_forward_k<P, T, 1>(a, grid, cfg.threads, aligned, stream); break;
+    case 2: launch_forward_k<P, T, 2>(a, grid, cfg.threads, aligned, stream); break;
     case 4:
-      if constexpr (KM >= 4) row_norm_forward_cached_kernel<P, T, 4><<<grid, cfg.threads, 0, stream>>>(a);
+      if constexpr (KM >= 4) launch_forward_k<P, T, 4>(a, grid, cfg.threads, aligned, stream);
       break;
     case 8:
-      if constexpr (KM >= 8) row_norm_forward_cached_kernel<P, T, 8><<<grid, cfg.threads, 0, stream>>>(a);
+      if constexpr (KM >= 8) launch_forward_k<P, T, 8>(a, grid, cfg.threads, aligned, stream);
       break;
     default:
       if constexpr (P::kMeanVar) {
