@@ -28,11 +28,17 @@ Design.
       accurate) when the max grows, then the unit's terms added to S in order, each term
       2^(RN(RN(s - m) * log2 e)) by ex2.approx.ftz (relative error <= ~2^-19 where
       |s - m| < 20, dominated by the argument's two roundings; <= ~2^-21 where |s - m| <= 2:
-      at most ~2^-10 of a bf16 and ~2^-7 of an fp16 output's half-ULP). Known gap: the
-      gradient sweep uses the same .ftz term, so where s - m < -87.3 (p below 2^-126) p is
-      0, while a bf16 dlogits of g * p could still be a subnormal down to 2^-133; no case
-      has logits in that window (s - m in [-92, -87]), so the replay has not judged it. A -inf logit's term is +0; while a thread's m is -inf its base is 0, so a
-      NaN logit still makes S NaN. About 6 instructions per element.
+      at most ~2^-10 of a bf16 and ~2^-7 of an fp16 output's half-ULP). The .ftz flushes a
+      term below 2^-126 (s - m < -87.3) to 0; that cannot change S, lse or the loss: the
+      partial S it joins is >= 1 (the running maximum's own term), and all flushed terms
+      together are below V 2^-126 <= 2^-96 of it, far under its half-ulp (>= 2^-24). A -inf
+      logit's term is +0; while a thread's m is -inf its base is 0, so a NaN logit still
+      makes S NaN. About 6 instructions per element.
+      The gradient sweep's term is the same 2^(RN(RN(s - m) * log2 e)) WITHOUT .ftz
+      (ex2.approx.f32, <= 2 ulp, subnormal results kept: PTX ISA, ex2): there p = e / S is
+      the output itself, and a bf16 dlogits g p is still a subnormal down to 2^-133 where
+      s - m is as low as -92 (the underflow_tail cases; fp16's subnormals end at 2^-24, far
+      above any p < 2^-126, and float logits take the FP64 exp).
     float / double logits: m in acc, S and sum_s in FP64, exp in FP64, element by element
       (the FP32 outputs' threshold is a few FP32 ulps).
   Threads are combined by a shuffle-xor butterfly (warp), then over the 32 warps by a
@@ -171,14 +177,22 @@ __device__ __forceinline__ acc_t<T> capped(acc_t<T> x, acc_t<T> cf) {
   else return x;
 }
 
-/// 2^x by the SFU (ex2.approx.ftz.f32: -inf gives +0, NaN NaN, 0 exactly 1).
+/// 2^x by the SFU: ex2.approx.ftz.f32 (FTZ true: results below 2^-126 flushed to +0) or
+/// ex2.approx.f32 (subnormal results kept); both: -inf gives +0, NaN NaN, 0 exactly 1.
+template <bool FTZ>
 __device__ __forceinline__ float ex2_approx(float x) {
   float r;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  if constexpr (FTZ) asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  else asm("ex2.approx.f32 %0, %1;" : "=f"(r) : "f"(x));
   return r;
 }
-/// exp(d) for d = s - m <= 0 (bf16 / fp16 terms): 2^(RN(d * log2 e)).
-__device__ __forceinline__ float exp_term_fast(float d) { return ex2_approx(__fmul_rn(d, 1.4426950408889634f)); }
+/// exp(d) for d = s - m <= 0 (bf16 / fp16 terms): 2^(RN(d * log2 e)). The statistics sweep
+/// flushes terms below 2^-126 (FTZ true: they cannot reach S, see the header); the gradient
+/// sweep must not (FTZ false: the term is p's numerator, and dlogits can be subnormal).
+template <bool FTZ>
+__device__ __forceinline__ float exp_term_fast(float d) {
+  return ex2_approx<FTZ>(__fmul_rn(d, 1.4426950408889634f));
+}
 
 // ---- per-thread statistics ----------------------------------------------------------
 
@@ -276,7 +290,7 @@ __device__ __forceinline__ void stats_unit(Stats<T>& st, const Unit<T>& ux, int 
     }
     const float base = st.m == -INFINITY ? 0.0f : st.m;
 #pragma unroll
-    for (int j = 0; j < VEC; ++j) st.S = __fadd_rn(st.S, exp_term_fast(__fsub_rn(sv[j], base)));
+    for (int j = 0; j < VEC; ++j) st.S = __fadd_rn(st.S, exp_term_fast<true>(__fsub_rn(sv[j], base)));
   } else {
 #pragma unroll
     for (int j = 0; j < VEC; ++j) {
@@ -554,7 +568,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           const A s = capped<T, CAP>(unit_acc(ux[b], j), k.cf);
           A p;
           if constexpr (kFast<T>) {
-            p = __fmul_rn(exp_term_fast(__fsub_rn(s, m)), inv_S);
+            p = __fmul_rn(exp_term_fast<false>(__fsub_rn(s, m)), inv_S);  // subnormal p kept
           } else {
             const double e = s == A(-INFINITY) ? 0.0 : exp(__dsub_rn(static_cast<double>(s), static_cast<double>(m)));
             p = to_a<A>(__ddiv_rn(e, S));
