@@ -59,7 +59,10 @@ Design.
     write exact zeros without reading the logits.
   fused (backward_rows, FUSED true; forward_backward): per row the statistics sweep and the
     forward's epilogue (lse, ce), then the backward's gradient sweep (ignored tokens:
-    zeros); the count kernel before and the loss reduction after, as the forward's.
+    zeros); the count kernel before and the loss reduction after, as the forward's. For the
+    tests only, cross_entropy_mutants.cuh launches this kernel compiled with its statistics
+    combined by another tree (Tree::ascending; a template argument: the production
+    instantiations are the same code).
 
 Performance (H200, 8192 x 151,936 bf16, mean: numgate-bench's kernel clock, the GPU time
 per call of every kernel a call launches; run 15 of the whole suite, D2D copy 4246 GB/s
@@ -80,6 +83,7 @@ read + write). Minimal bytes = the inputs read once + the outputs written once.
 */
 
 #include "cross_entropy/cross_entropy.cuh"
+#include "cross_entropy/cross_entropy_mutants.cuh"
 
 #include <climits>
 #include <cmath>
@@ -303,6 +307,27 @@ __device__ __forceinline__ void stats_unit(Stats<T>& st, const Unit<T>& ux, int 
   }
 }
 
+/// The tree that combines the threads' statistics: the production butterflies (offsets 16,
+/// 8, ..., 1, within each warp and then over the 32 warps), or the same butterflies in
+/// ascending order (1, 2, ..., 16): another tree, so other roundings of S. `ascending` is the
+/// fused kernel's mutant only (cross_entropy_mutants.cuh: the fused entry is no longer
+/// bitwise forward + backward); the production launches never instantiate it.
+enum class Tree { production, ascending };
+
+/// One shuffle-xor butterfly over the warp's lanes: every lane ends with the same bits (the
+/// combine rule is commutative bit for bit, and lanes i and i ^ off combine the same pair).
+template <Tree TREE, typename St>
+__device__ __forceinline__ St butterfly(St st) {
+  if constexpr (TREE == Tree::production) {
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) st = combine(st, shfl_stats(st, off));
+  } else {
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) st = combine(st, shfl_stats(st, off));
+  }
+  return st;
+}
+
 /// Statistics of one row, as every thread of the block sees them (the same bits).
 template <typename A>
 struct RowStats {
@@ -315,7 +340,7 @@ struct RowStats {
 /// Block-wide statistics of one row. y: the target, or -1 for none.
 /// NB: units per thread in flight (the result does not depend on it: units are added one
 /// by one in the thread's order).
-template <typename T, bool CAP, bool SMOOTH, int NB>
+template <typename T, bool CAP, bool SMOOTH, int NB, Tree TREE = Tree::production>
 __device__ RowStats<acc_t<T>> row_stats(const T* xr, int V, std::int64_t y, acc_t<T> cf) {
   using A = acc_t<T>;
   using St = Stats<T>;
@@ -347,14 +372,11 @@ __device__ RowStats<acc_t<T>> row_stats(const T* xr, int V, std::int64_t y, acc_
       }
     }
   }
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) st = combine(st, shfl_stats(st, off));
+  st = butterfly<TREE>(st);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   if (lane == 0) sm_st[warp] = st;
   __syncthreads();
-  St w = sm_st[lane];  // kThreads / 32 == 32 warps: every lane holds one
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) w = combine(w, shfl_stats(w, off));
+  const St w = butterfly<TREE>(sm_st[lane]);  // kThreads / 32 == 32 warps: every lane holds one
   RowStats<A> r;
   r.m = w.m;
   r.S = static_cast<double>(w.S);
@@ -496,7 +518,8 @@ __device__ __forceinline__ Unit<T> load_last(const T* row, int lo, int n, bool v
 /// Thread 0 prefetches the first pf_bytes of the block's next row into L2 when the gradient
 /// sweep starts (the gradient sweep reads L2 and writes DRAM; meanwhile DRAM reads ahead).
 /// The gradient sweep's loads are the row's last use (ld.global.cs: evicted first).
-template <typename T, bool CAP, bool SMOOTH, bool FUSED, int NBS, int NB>
+/// TREE: the statistics' combining tree (Tree::ascending: the fused kernel's mutant only).
+template <typename T, bool CAP, bool SMOOTH, bool FUSED, int NBS, int NB, Tree TREE = Tree::production>
 __global__ void __launch_bounds__(kThreads, 1)
     backward_rows(const T* __restrict__ logits, const unsigned char* __restrict__ targets, const T* __restrict__ dloss,
                   T* __restrict__ dlogits, const long long* __restrict__ count, std::int64_t tokens, int V,
@@ -523,7 +546,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     RowStats<A> st{};
     if (FUSED || !zero) {
-      st = row_stats<T, CAP, SMOOTH, NBS>(xr, V, kept ? y : -1, k.cf);
+      st = row_stats<T, CAP, SMOOTH, NBS, TREE>(xr, V, kept ? y : -1, k.cf);
       if constexpr (FUSED)
         if (threadIdx.x == 0) write_row_loss<T>(row_loss(st, kept, k), r, t, k, loss, lse_out, ws_ce);
     }
@@ -660,13 +683,13 @@ std::int64_t row_grid(int sms, int per_sm, std::int64_t tokens) {
 }  // namespace
 
 namespace {
-/// Launches backward_rows (FUSED: the fused kernel).
-template <typename T, bool CAP, bool SMOOTH, bool FUSED>
+/// Launches backward_rows (FUSED: the fused kernel; TREE: see Tree).
+template <typename T, bool CAP, bool SMOOTH, bool FUSED, Tree TREE = Tree::production>
 void launch_rows(std::int64_t grid, cudaStream_t stream, const T* logits, const unsigned char* tg, const T* dloss,
                  T* dlogits, const long long* count, std::int64_t tokens, int V, std::int64_t row_offset,
                  const Coef<acc_t<T>>& k, T* loss, T* lse, acc_t<T>* ws_ce) {
   const dim3 g(static_cast<unsigned>(grid)), b(kThreads);
-  backward_rows<T, CAP, SMOOTH, FUSED, kBatch<T>, kGradBatch<T>><<<g, b, 0, stream>>>(
+  backward_rows<T, CAP, SMOOTH, FUSED, kBatch<T>, kGradBatch<T>, TREE><<<g, b, 0, stream>>>(
       logits, tg, dloss, dlogits, count, tokens, V, row_offset, k, loss, lse, ws_ce, kBwdPrefetchBytes);
 }
 }  // namespace
@@ -730,11 +753,12 @@ cudaError_t backward(const T* logits, const std::int64_t* targets, const T* dlos
   return cudaGetLastError();
 }
 
-template <typename T>
-cudaError_t forward_backward(const T* logits, const std::int64_t* targets, const T* dloss, T* loss, T* lse,
-                             T* dlogits, std::int64_t tokens, std::int64_t vocab, const Params& p,
-                             std::int64_t row_offset, std::int64_t total_tokens, void* workspace,
-                             std::size_t ws_bytes, cudaStream_t stream) {
+namespace {
+/// forward_backward with the statistics' combining tree TREE (Tree::ascending: the mutant).
+template <typename T, Tree TREE>
+cudaError_t fused_entry(const T* logits, const std::int64_t* targets, const T* dloss, T* loss, T* lse, T* dlogits,
+                        std::int64_t tokens, std::int64_t vocab, const Params& p, std::int64_t row_offset,
+                        std::int64_t total_tokens, void* workspace, std::size_t ws_bytes, cudaStream_t stream) {
   if (!check(tokens, vocab, p, row_offset, total_tokens)) return cudaErrorInvalidValue;
   if (tokens == 0 && p.reduction == 0) return cudaSuccess;
   unsigned char* ws = aligned_workspace(workspace, ws_bytes, tokens);
@@ -753,7 +777,7 @@ cudaError_t forward_backward(const T* logits, const std::int64_t* targets, const
   if (tokens > 0) {
     const std::int64_t grid = row_grid(sms, 1, tokens);
     by_flags(p, [&](auto cap, auto smooth) {
-      launch_rows<T, decltype(cap)::value, decltype(smooth)::value, true>(
+      launch_rows<T, decltype(cap)::value, decltype(smooth)::value, true, TREE>(
           grid, stream, logits, tg, dloss, dlogits, count, tokens, static_cast<int>(vocab), row_offset, k, loss, lse,
           ws_ce);
       return cudaSuccess;
@@ -762,6 +786,45 @@ cudaError_t forward_backward(const T* logits, const std::int64_t* targets, const
   if (p.reduction != 0) reduce_loss<T><<<1, kSmallThreads, 0, stream>>>(ws_ce, tokens, count, p.reduction, loss);
   return cudaGetLastError();
 }
+}  // namespace
+
+template <typename T>
+cudaError_t forward_backward(const T* logits, const std::int64_t* targets, const T* dloss, T* loss, T* lse,
+                             T* dlogits, std::int64_t tokens, std::int64_t vocab, const Params& p,
+                             std::int64_t row_offset, std::int64_t total_tokens, void* workspace,
+                             std::size_t ws_bytes, cudaStream_t stream) {
+  return fused_entry<T, Tree::production>(logits, targets, dloss, loss, lse, dlogits, tokens, vocab, p, row_offset,
+                                          total_tokens, workspace, ws_bytes, stream);
+}
+
+namespace mutant {
+const char* name(Fused m) {
+  switch (m) {
+    case Fused::none: return "none";
+    case Fused::butterfly_ascending: return "butterfly_ascending";
+  }
+  return "?";
+}
+
+template <typename T>
+cudaError_t forward_backward(Fused m, const T* logits, const std::int64_t* targets, const T* dloss, T* loss, T* lse,
+                             T* dlogits, std::int64_t tokens, std::int64_t vocab, const Params& p,
+                             std::int64_t row_offset, std::int64_t total_tokens, void* workspace,
+                             std::size_t ws_bytes, cudaStream_t stream) {
+  if (m == Fused::butterfly_ascending)
+    return fused_entry<T, Tree::ascending>(logits, targets, dloss, loss, lse, dlogits, tokens, vocab, p, row_offset,
+                                           total_tokens, workspace, ws_bytes, stream);
+  return fused_entry<T, Tree::production>(logits, targets, dloss, loss, lse, dlogits, tokens, vocab, p, row_offset,
+                                          total_tokens, workspace, ws_bytes, stream);
+}
+template cudaError_t forward_backward<__half>(Fused, const __half*, const std::int64_t*, const __half*, __half*,
+                                              __half*, __half*, std::int64_t, std::int64_t, const Params&,
+                                              std::int64_t, std::int64_t, void*, std::size_t, cudaStream_t);
+template cudaError_t forward_backward<__nv_bfloat16>(Fused, const __nv_bfloat16*, const std::int64_t*,
+                                                     const __nv_bfloat16*, __nv_bfloat16*, __nv_bfloat16*,
+                                                     __nv_bfloat16*, std::int64_t, std::int64_t, const Params&,
+                                                     std::int64_t, std::int64_t, void*, std::size_t, cudaStream_t);
+}  // namespace mutant
 
 #define NUMGATE_CE_INSTANTIATE(T)                                                                                 \
   template cudaError_t forward<T>(const T*, const std::int64_t*, T*, T*, std::int64_t, std::int64_t, const Params&, \
