@@ -1,6 +1,7 @@
 // numgate — a deliberately broken cross-entropy fused entry, for the tests only
-// (CrossEntropyFused.MutantsAreCaught, tests/gpu/test_ce_fused.cpp): the real fused kernel
-// (cross_entropy_kernels.cu's backward_rows, FUSED) instantiated with a compile-time mutation.
+// (CrossEntropyFused.KernelMutantWithAnotherReductionTreeIsCaught, tests/gpu/test_ce_fused.cpp):
+// the real fused kernel (cross_entropy_kernels.cu's backward_rows, FUSED) instantiated with a
+// compile-time mutation.
 // The production entries never instantiate a mutation: their code does not change.
 //
 //   none                 the control: forward_backward itself, through this entry
