@@ -7,7 +7,8 @@
 //   * "units": up to kVec<T> consecutive elements of a row, kept packed as raw bits in
 //     four 32-bit registers and widened on use, moved as ONE 16-byte vector access when
 //     that is legal (full unit and 16-byte aligned address) and element by element
-//     otherwise, so kernels are correct for any element alignment;
+//     otherwise, so kernels are correct for any element alignment; load_unit_hint /
+//     store_unit_hint move them with an evict-first cache hint (data touched once);
 //   * deterministic warp and block sums: a warp shuffle-xor butterfly, then one value
 //     per warp through shared memory, reduced again by a butterfly. The summation tree
 //     depends only on blockDim.x, so the same inputs and launch shape give the same
@@ -318,6 +319,41 @@ __device__ __forceinline__ void store_at(T* p, int64_t lo, int64_t n, bool vecto
   } else {
     store_unit(p, static_cast<int>(lo), static_cast<int>(n < V ? n : V), false, u);
   }
+}
+
+/// load_unit / store_unit (Index int: lo and n within a row) or load_at / store_at (Index
+/// int64_t: a flat tensor of n elements) with an evict-first cache hint when kEvictFirst:
+/// a unit that moves as one 16-byte vector (vector_ok: the unit is full AND p + lo is
+/// 16-byte aligned, as for load_unit) is loaded by ld.global.cs (__ldcs) / stored by
+/// st.global.cs (__stcs), "cache streaming": its lines are the first evicted from L1 and L2,
+/// for data touched once, so they do not push out lines that other accesses will reuse.
+/// A hint only: the values read and written are load_unit's / load_at's bit for bit; the
+/// other units (partial, misaligned) move element by element without it. Global memory only.
+template <bool kEvictFirst, typename T, typename Index>
+__device__ __forceinline__ Unit<T> load_unit_hint(const T* p, Index lo, Index n, bool vector_ok) {
+  static_assert(std::is_same_v<Index, int> || std::is_same_v<Index, std::int64_t>,
+                "Index: int (a row, load_unit) or int64_t (a flat tensor, load_at)");
+  if constexpr (kEvictFirst) {
+    if (vector_ok) {
+      const uint4 q = __ldcs(reinterpret_cast<const uint4*>(p + lo));
+      return Unit<T>{{q.x, q.y, q.z, q.w}};
+    }
+  }
+  if constexpr (std::is_same_v<Index, int>) return load_unit(p, lo, n, vector_ok);
+  else return load_at(p, lo, n, vector_ok);
+}
+template <bool kEvictFirst, typename T, typename Index>
+__device__ __forceinline__ void store_unit_hint(T* p, Index lo, Index n, bool vector_ok, const Unit<T>& u) {
+  static_assert(std::is_same_v<Index, int> || std::is_same_v<Index, std::int64_t>,
+                "Index: int (a row, store_unit) or int64_t (a flat tensor, store_at)");
+  if constexpr (kEvictFirst) {
+    if (vector_ok) {
+      __stcs(reinterpret_cast<uint4*>(p + lo), make_uint4(u.w[0], u.w[1], u.w[2], u.w[3]));
+      return;
+    }
+  }
+  if constexpr (std::is_same_v<Index, int>) store_unit(p, lo, n, vector_ok, u);
+  else store_at(p, lo, n, vector_ok, u);
 }
 
 // ---------------------------------------------------------------------------------

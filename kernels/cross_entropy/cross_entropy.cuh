@@ -23,11 +23,14 @@
 //     (relative error <= ~2^-19 where |s - m| < 20, dominated by the roundings of the
 //     argument, ln 2 |t| 2^-23.8 with |t| <= 28.9; <= ~2^-21 where |s - m| <= 2: at most
 //     ~2^-10 of a bf16 and ~2^-7 of an fp16 output's half-ULP; smaller terms add below S's
-//     rounding; terms below 2^-126, s - m < -87.3, are flushed to 0 — see the gradient
-//     note in cross_entropy_kernels.cu), a rescale S * expf(m_old - m_new) (CUDA expf,
-//     <= 2 ulp) when the running max grows; threads combined by a fixed butterfly (warp,
-//     then the block's 32 warps) of the same (m, S) rule; log S in FP64 rounded once;
-//     backward p = e * RN_fp32(1 / S) with e the same ex2 term; soft cap tanhf (<= 2 ulp).
+//     rounding; terms below 2^-126, s - m < -87.3, are flushed to 0 by .ftz, which cannot
+//     change S >= 1: together they are below V 2^-126 <= 2^-96 of it), a rescale
+//     S * expf(m_old - m_new) (CUDA expf, <= 2 ulp) when the running max grows; threads
+//     combined by a fixed butterfly (warp, then the block's 32 warps) of the same (m, S)
+//     rule; log S in FP64 rounded once; backward p = e * RN_fp32(1 / S) with e the same
+//     2^(RN(RN(s - m) * log2 e)) by ex2.approx.f32 WITHOUT .ftz (subnormal e and p kept:
+//     a bf16 dlogits is still subnormal down to 2^-133, s - m down to about -92); soft cap
+//     tanhf (<= 2 ulp).
 //   float: S and sum_j s_j in FP64 (exp in FP64 per element, rescale exp(m_old - m_new) in
 //     FP64), log S in FP64 rounded once, p = RN_fp32(e / S) with e in FP64, tanh in FP64
 //     rounded once (the FP32 outputs' threshold is a few FP32 ulps, and the reference's

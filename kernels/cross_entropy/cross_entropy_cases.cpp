@@ -162,6 +162,11 @@ std::vector<CaseSpec> CrossEntropyOp::cases() const {
           .description("NaN/Inf logits with z-loss, fp16").production(),
       c(D::fp32, {6, 40}, 66).pattern("mixed").param("reduction", sum).param("label_smoothing", 0.125)
           .description("ignored + smoothing, sum, fp32").production(),
+      c(D::bf16, {8, 64}, 67).pattern("underflow_tail").param("reduction", none)
+          .description("logits at s - m in [-92, -87]: p below 2^-126, dlogits bf16 subnormals (a flushed p misrounds)")
+          .production(),
+      c(D::fp32, {8, 64}, 68).pattern("underflow_tail").param("reduction", none)
+          .description("logits at s - m in [-92, -87]: p and dlogits FP32 subnormals").production(),
       // production: the benchmark shape is 8192 x 151,936 bf16 (forward and backward), but
       // its FP64 golden has 1.2G elements, ~10 GB per FP64 tensor; declared at 512 tokens
       // (1.2 GB of fixture; 155 MB of logits, past the backward's L2-sized row batches).

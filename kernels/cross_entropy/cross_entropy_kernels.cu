@@ -28,11 +28,17 @@ Design.
       accurate) when the max grows, then the unit's terms added to S in order, each term
       2^(RN(RN(s - m) * log2 e)) by ex2.approx.ftz (relative error <= ~2^-19 where
       |s - m| < 20, dominated by the argument's two roundings; <= ~2^-21 where |s - m| <= 2:
-      at most ~2^-10 of a bf16 and ~2^-7 of an fp16 output's half-ULP). Known gap: the
-      gradient sweep uses the same .ftz term, so where s - m < -87.3 (p below 2^-126) p is
-      0, while a bf16 dlogits of g * p could still be a subnormal down to 2^-133; no case
-      has logits in that window (s - m in [-92, -87]), so the replay has not judged it. A -inf logit's term is +0; while a thread's m is -inf its base is 0, so a
-      NaN logit still makes S NaN. About 6 instructions per element.
+      at most ~2^-10 of a bf16 and ~2^-7 of an fp16 output's half-ULP). The .ftz flushes a
+      term below 2^-126 (s - m < -87.3) to 0; that cannot change S, lse or the loss: the
+      partial S it joins is >= 1 (the running maximum's own term), and all flushed terms
+      together are below V 2^-126 <= 2^-96 of it, far under its half-ulp (>= 2^-24). A -inf
+      logit's term is +0; while a thread's m is -inf its base is 0, so a NaN logit still
+      makes S NaN. About 6 instructions per element.
+      The gradient sweep's term is the same 2^(RN(RN(s - m) * log2 e)) WITHOUT .ftz
+      (ex2.approx.f32, <= 2 ulp, subnormal results kept: PTX ISA, ex2): there p = e / S is
+      the output itself, and a bf16 dlogits g p is still a subnormal down to 2^-133 where
+      s - m is as low as -92 (the underflow_tail cases; fp16's subnormals end at 2^-24, far
+      above any p < 2^-126, and float logits take the FP64 exp).
     float / double logits: m in acc, S and sum_s in FP64, exp in FP64, element by element
       (the FP32 outputs' threshold is a few FP32 ulps).
   Threads are combined by a shuffle-xor butterfly (warp), then over the 32 warps by a
@@ -53,7 +59,10 @@ Design.
     write exact zeros without reading the logits.
   fused (backward_rows, FUSED true; forward_backward): per row the statistics sweep and the
     forward's epilogue (lse, ce), then the backward's gradient sweep (ignored tokens:
-    zeros); the count kernel before and the loss reduction after, as the forward's.
+    zeros); the count kernel before and the loss reduction after, as the forward's. For the
+    tests only, cross_entropy_mutants.cuh launches this kernel compiled with its statistics
+    combined by another tree (Tree::ascending; a template argument: the production
+    instantiations are the same code).
 
 Performance (H200, 8192 x 151,936 bf16, mean: numgate-bench's kernel clock, the GPU time
 per call of every kernel a call launches; run 15 of the whole suite, D2D copy 4246 GB/s
@@ -74,6 +83,7 @@ read + write). Minimal bytes = the inputs read once + the outputs written once.
 */
 
 #include "cross_entropy/cross_entropy.cuh"
+#include "cross_entropy/cross_entropy_mutants.cuh"
 
 #include <climits>
 #include <cmath>
@@ -171,14 +181,22 @@ __device__ __forceinline__ acc_t<T> capped(acc_t<T> x, acc_t<T> cf) {
   else return x;
 }
 
-/// 2^x by the SFU (ex2.approx.ftz.f32: -inf gives +0, NaN NaN, 0 exactly 1).
+/// 2^x by the SFU: ex2.approx.ftz.f32 (FTZ true: results below 2^-126 flushed to +0) or
+/// ex2.approx.f32 (subnormal results kept); both: -inf gives +0, NaN NaN, 0 exactly 1.
+template <bool FTZ>
 __device__ __forceinline__ float ex2_approx(float x) {
   float r;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  if constexpr (FTZ) asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  else asm("ex2.approx.f32 %0, %1;" : "=f"(r) : "f"(x));
   return r;
 }
-/// exp(d) for d = s - m <= 0 (bf16 / fp16 terms): 2^(RN(d * log2 e)).
-__device__ __forceinline__ float exp_term_fast(float d) { return ex2_approx(__fmul_rn(d, 1.4426950408889634f)); }
+/// exp(d) for d = s - m <= 0 (bf16 / fp16 terms): 2^(RN(d * log2 e)). The statistics sweep
+/// flushes terms below 2^-126 (FTZ true: they cannot reach S, see the header); the gradient
+/// sweep must not (FTZ false: the term is p's numerator, and dlogits can be subnormal).
+template <bool FTZ>
+__device__ __forceinline__ float exp_term_fast(float d) {
+  return ex2_approx<FTZ>(__fmul_rn(d, 1.4426950408889634f));
+}
 
 // ---- per-thread statistics ----------------------------------------------------------
 
@@ -276,7 +294,7 @@ __device__ __forceinline__ void stats_unit(Stats<T>& st, const Unit<T>& ux, int 
     }
     const float base = st.m == -INFINITY ? 0.0f : st.m;
 #pragma unroll
-    for (int j = 0; j < VEC; ++j) st.S = __fadd_rn(st.S, exp_term_fast(__fsub_rn(sv[j], base)));
+    for (int j = 0; j < VEC; ++j) st.S = __fadd_rn(st.S, exp_term_fast<true>(__fsub_rn(sv[j], base)));
   } else {
 #pragma unroll
     for (int j = 0; j < VEC; ++j) {
@@ -287,6 +305,27 @@ __device__ __forceinline__ void stats_unit(Stats<T>& st, const Unit<T>& ux, int 
       if (i == yy) *sm_sy = s;  // a single writer: the owner of element y
     }
   }
+}
+
+/// The tree that combines the threads' statistics: the production butterflies (offsets 16,
+/// 8, ..., 1, within each warp and then over the 32 warps), or the same butterflies in
+/// ascending order (1, 2, ..., 16): another tree, so other roundings of S. `ascending` is the
+/// fused kernel's mutant only (cross_entropy_mutants.cuh: the fused entry is no longer
+/// bitwise forward + backward); the production launches never instantiate it.
+enum class Tree { production, ascending };
+
+/// One shuffle-xor butterfly over the warp's lanes: every lane ends with the same bits (the
+/// combine rule is commutative bit for bit, and lanes i and i ^ off combine the same pair).
+template <Tree TREE, typename St>
+__device__ __forceinline__ St butterfly(St st) {
+  if constexpr (TREE == Tree::production) {
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) st = combine(st, shfl_stats(st, off));
+  } else {
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) st = combine(st, shfl_stats(st, off));
+  }
+  return st;
 }
 
 /// Statistics of one row, as every thread of the block sees them (the same bits).
@@ -301,7 +340,7 @@ struct RowStats {
 /// Block-wide statistics of one row. y: the target, or -1 for none.
 /// NB: units per thread in flight (the result does not depend on it: units are added one
 /// by one in the thread's order).
-template <typename T, bool CAP, bool SMOOTH, int NB>
+template <typename T, bool CAP, bool SMOOTH, int NB, Tree TREE = Tree::production>
 __device__ RowStats<acc_t<T>> row_stats(const T* xr, int V, std::int64_t y, acc_t<T> cf) {
   using A = acc_t<T>;
   using St = Stats<T>;
@@ -333,14 +372,11 @@ __device__ RowStats<acc_t<T>> row_stats(const T* xr, int V, std::int64_t y, acc_
       }
     }
   }
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) st = combine(st, shfl_stats(st, off));
+  st = butterfly<TREE>(st);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   if (lane == 0) sm_st[warp] = st;
   __syncthreads();
-  St w = sm_st[lane];  // kThreads / 32 == 32 warps: every lane holds one
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) w = combine(w, shfl_stats(w, off));
+  const St w = butterfly<TREE>(sm_st[lane]);  // kThreads / 32 == 32 warps: every lane holds one
   RowStats<A> r;
   r.m = w.m;
   r.S = static_cast<double>(w.S);
@@ -482,7 +518,8 @@ __device__ __forceinline__ Unit<T> load_last(const T* row, int lo, int n, bool v
 /// Thread 0 prefetches the first pf_bytes of the block's next row into L2 when the gradient
 /// sweep starts (the gradient sweep reads L2 and writes DRAM; meanwhile DRAM reads ahead).
 /// The gradient sweep's loads are the row's last use (ld.global.cs: evicted first).
-template <typename T, bool CAP, bool SMOOTH, bool FUSED, int NBS, int NB>
+/// TREE: the statistics' combining tree (Tree::ascending: the fused kernel's mutant only).
+template <typename T, bool CAP, bool SMOOTH, bool FUSED, int NBS, int NB, Tree TREE = Tree::production>
 __global__ void __launch_bounds__(kThreads, 1)
     backward_rows(const T* __restrict__ logits, const unsigned char* __restrict__ targets, const T* __restrict__ dloss,
                   T* __restrict__ dlogits, const long long* __restrict__ count, std::int64_t tokens, int V,
@@ -509,7 +546,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     RowStats<A> st{};
     if (FUSED || !zero) {
-      st = row_stats<T, CAP, SMOOTH, NBS>(xr, V, kept ? y : -1, k.cf);
+      st = row_stats<T, CAP, SMOOTH, NBS, TREE>(xr, V, kept ? y : -1, k.cf);
       if constexpr (FUSED)
         if (threadIdx.x == 0) write_row_loss<T>(row_loss(st, kept, k), r, t, k, loss, lse_out, ws_ce);
     }
@@ -554,7 +591,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           const A s = capped<T, CAP>(unit_acc(ux[b], j), k.cf);
           A p;
           if constexpr (kFast<T>) {
-            p = __fmul_rn(exp_term_fast(__fsub_rn(s, m)), inv_S);
+            p = __fmul_rn(exp_term_fast<false>(__fsub_rn(s, m)), inv_S);  // subnormal p kept
           } else {
             const double e = s == A(-INFINITY) ? 0.0 : exp(__dsub_rn(static_cast<double>(s), static_cast<double>(m)));
             p = to_a<A>(__ddiv_rn(e, S));
@@ -646,13 +683,13 @@ std::int64_t row_grid(int sms, int per_sm, std::int64_t tokens) {
 }  // namespace
 
 namespace {
-/// Launches backward_rows (FUSED: the fused kernel).
-template <typename T, bool CAP, bool SMOOTH, bool FUSED>
+/// Launches backward_rows (FUSED: the fused kernel; TREE: see Tree).
+template <typename T, bool CAP, bool SMOOTH, bool FUSED, Tree TREE = Tree::production>
 void launch_rows(std::int64_t grid, cudaStream_t stream, const T* logits, const unsigned char* tg, const T* dloss,
                  T* dlogits, const long long* count, std::int64_t tokens, int V, std::int64_t row_offset,
                  const Coef<acc_t<T>>& k, T* loss, T* lse, acc_t<T>* ws_ce) {
   const dim3 g(static_cast<unsigned>(grid)), b(kThreads);
-  backward_rows<T, CAP, SMOOTH, FUSED, kBatch<T>, kGradBatch<T>><<<g, b, 0, stream>>>(
+  backward_rows<T, CAP, SMOOTH, FUSED, kBatch<T>, kGradBatch<T>, TREE><<<g, b, 0, stream>>>(
       logits, tg, dloss, dlogits, count, tokens, V, row_offset, k, loss, lse, ws_ce, kBwdPrefetchBytes);
 }
 }  // namespace
@@ -716,11 +753,12 @@ cudaError_t backward(const T* logits, const std::int64_t* targets, const T* dlos
   return cudaGetLastError();
 }
 
-template <typename T>
-cudaError_t forward_backward(const T* logits, const std::int64_t* targets, const T* dloss, T* loss, T* lse,
-                             T* dlogits, std::int64_t tokens, std::int64_t vocab, const Params& p,
-                             std::int64_t row_offset, std::int64_t total_tokens, void* workspace,
-                             std::size_t ws_bytes, cudaStream_t stream) {
+namespace {
+/// forward_backward with the statistics' combining tree TREE (Tree::ascending: the mutant).
+template <typename T, Tree TREE>
+cudaError_t fused_entry(const T* logits, const std::int64_t* targets, const T* dloss, T* loss, T* lse, T* dlogits,
+                        std::int64_t tokens, std::int64_t vocab, const Params& p, std::int64_t row_offset,
+                        std::int64_t total_tokens, void* workspace, std::size_t ws_bytes, cudaStream_t stream) {
   if (!check(tokens, vocab, p, row_offset, total_tokens)) return cudaErrorInvalidValue;
   if (tokens == 0 && p.reduction == 0) return cudaSuccess;
   unsigned char* ws = aligned_workspace(workspace, ws_bytes, tokens);
@@ -739,7 +777,7 @@ cudaError_t forward_backward(const T* logits, const std::int64_t* targets, const
   if (tokens > 0) {
     const std::int64_t grid = row_grid(sms, 1, tokens);
     by_flags(p, [&](auto cap, auto smooth) {
-      launch_rows<T, decltype(cap)::value, decltype(smooth)::value, true>(
+      launch_rows<T, decltype(cap)::value, decltype(smooth)::value, true, TREE>(
           grid, stream, logits, tg, dloss, dlogits, count, tokens, static_cast<int>(vocab), row_offset, k, loss, lse,
           ws_ce);
       return cudaSuccess;
@@ -748,6 +786,45 @@ cudaError_t forward_backward(const T* logits, const std::int64_t* targets, const
   if (p.reduction != 0) reduce_loss<T><<<1, kSmallThreads, 0, stream>>>(ws_ce, tokens, count, p.reduction, loss);
   return cudaGetLastError();
 }
+}  // namespace
+
+template <typename T>
+cudaError_t forward_backward(const T* logits, const std::int64_t* targets, const T* dloss, T* loss, T* lse,
+                             T* dlogits, std::int64_t tokens, std::int64_t vocab, const Params& p,
+                             std::int64_t row_offset, std::int64_t total_tokens, void* workspace,
+                             std::size_t ws_bytes, cudaStream_t stream) {
+  return fused_entry<T, Tree::production>(logits, targets, dloss, loss, lse, dlogits, tokens, vocab, p, row_offset,
+                                          total_tokens, workspace, ws_bytes, stream);
+}
+
+namespace mutant {
+const char* name(Fused m) {
+  switch (m) {
+    case Fused::none: return "none";
+    case Fused::butterfly_ascending: return "butterfly_ascending";
+  }
+  return "?";
+}
+
+template <typename T>
+cudaError_t forward_backward(Fused m, const T* logits, const std::int64_t* targets, const T* dloss, T* loss, T* lse,
+                             T* dlogits, std::int64_t tokens, std::int64_t vocab, const Params& p,
+                             std::int64_t row_offset, std::int64_t total_tokens, void* workspace,
+                             std::size_t ws_bytes, cudaStream_t stream) {
+  if (m == Fused::butterfly_ascending)
+    return fused_entry<T, Tree::ascending>(logits, targets, dloss, loss, lse, dlogits, tokens, vocab, p, row_offset,
+                                           total_tokens, workspace, ws_bytes, stream);
+  return fused_entry<T, Tree::production>(logits, targets, dloss, loss, lse, dlogits, tokens, vocab, p, row_offset,
+                                          total_tokens, workspace, ws_bytes, stream);
+}
+template cudaError_t forward_backward<__half>(Fused, const __half*, const std::int64_t*, const __half*, __half*,
+                                              __half*, __half*, std::int64_t, std::int64_t, const Params&,
+                                              std::int64_t, std::int64_t, void*, std::size_t, cudaStream_t);
+template cudaError_t forward_backward<__nv_bfloat16>(Fused, const __nv_bfloat16*, const std::int64_t*,
+                                                     const __nv_bfloat16*, __nv_bfloat16*, __nv_bfloat16*,
+                                                     __nv_bfloat16*, std::int64_t, std::int64_t, const Params&,
+                                                     std::int64_t, std::int64_t, void*, std::size_t, cudaStream_t);
+}  // namespace mutant
 
 #define NUMGATE_CE_INSTANTIATE(T)                                                                                 \
   template cudaError_t forward<T>(const T*, const std::int64_t*, T*, T*, std::int64_t, std::int64_t, const Params&, \

@@ -98,6 +98,12 @@ const char* mutant_name(Mutant m) {
 //   nonfinite    logits 2 N(0,1); token 0: NaN at j = 3 (target 0); token 1: +Inf at j = 5
 //                (target 1); token 2: -Inf at j = 7 (target 2); token 3: ignored, NaN at
 //                j = 1 (never read into loss and dlogits). Needs tokens >= 4, vocab >= 8.
+//   underflow_tail  logits 2 N(0,1); per token the row maximum 16 at j = 0 (the draws stay
+//                within +-12) and a tail of 11 logits 16 - 87 - k / 2 at j = 1 + k, k = 0..10
+//                (s - m from -87 to -92: p = e^(s - m) / S from 1.6e-38 down to 1.1e-40,
+//                below FP32's smallest normal 2^-126 from s - m = -87.5 on, so g p is an
+//                FP32 and a bf16 subnormal there); the target moved out of j <= 11. Exact in
+//                bf16, fp16 and fp32. Needs vocab >= 16.
 // dloss: N(0,1), shape [1] (mean, sum) or [tokens] (none).
 std::map<std::string, Tensor> CrossEntropyOp::make_inputs(const CaseSpec& c) const {
   const Config k = config_of(c);
@@ -169,6 +175,18 @@ std::map<std::string, Tensor> CrossEntropyOp::make_inputs(const CaseSpec& c) con
     tg.set(2, 2.0);
     x.set(3 * V + 1, nan);
     ignore(3);
+  } else if (c.pattern == "underflow_tail") {
+    if (k.vocab < 16)
+      throw std::invalid_argument("cross_entropy case '" + c.name + "': pattern underflow_tail needs vocab >= 16");
+    constexpr std::size_t kTail = 11;
+    for (std::int64_t t = 0; t < k.tokens; ++t) {
+      const std::size_t base = static_cast<std::size_t>(t) * V;
+      x.set(base, 16.0);
+      for (std::size_t j = 0; j < kTail; ++j) x.set(base + 1 + j, 16.0 - 87.0 - 0.5 * static_cast<double>(j));
+      const auto y = static_cast<std::int64_t>(tg.get(static_cast<std::size_t>(t)));
+      const auto first = static_cast<std::int64_t>(kTail + 1);
+      if (y < first) tg.set(static_cast<std::size_t>(t), static_cast<double>(first + y % (k.vocab - first)));
+    }
   } else if (c.pattern == "value_coverage") {
     // fp16, reduction none, tokens >= 5, vocab >= 64 (issue 10, item 4):
     //   token 0: target logit 14.5, the rest 0: loss = log(1 + (V-1) e^-14.5) ~ 3e-5, subnormal
@@ -193,7 +211,7 @@ std::map<std::string, Tensor> CrossEntropyOp::make_inputs(const CaseSpec& c) con
   } else {
     throw std::invalid_argument("cross_entropy case '" + c.name + "': unknown pattern '" + c.pattern +
                                 "' (known: normal, mixed, confident, softcap, extreme, all_ignored, nonfinite, "
-                                "value_coverage, ill_conditioned)");
+                                "value_coverage, ill_conditioned, underflow_tail)");
   }
   require_valid_targets(c, k, targets_of(tg));
   return {{"logits", x}, {"targets", tg}, {"dloss", dl}};

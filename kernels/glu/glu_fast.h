@@ -57,8 +57,11 @@
 // one ULP-interval of the golden's rounding. tests/gpu/test_glu_fast_math.cpp checks (A),
 // (D) and the 2^-13 on the device for every one of the 65536 bf16 and 65536 fp16 inputs of
 // each function (H200: no failure; largest error / bound 0.62, largest relative error
-// 1.6e-5 = 2^-16.0), and that the fast path without its root windows (fp16 inputs next to
-// the gelu' roots) and with the sigmoid rounded to bf16 fail it.
+// 1.6e-5 = 2^-16.0), and that worse versions fail it, each check alone for the mutant
+// built for it: act rounded to 16 significant bits fails (A) only, SiLU's window with expm1
+// to degree 3 (Window::silu_degree3) (D) only, the sigmoid rounded to bf16 the 2^-13; and
+// the GELUs without their root windows (Window::removed: fp16 inputs next to the gelu'
+// roots) fail.
 #pragma once
 
 #include <cmath>
@@ -122,16 +125,30 @@ constexpr float kWindow = 0.125f;
 
 // ---- SiLU ---------------------------------------------------------------------------------
 constexpr float kSiluE0 = 0.278464543f;  ///< e^r, r the root of 1 + a + e^a
-/// expm1(d) for |d| < 1/8: Taylor to d^6 (truncation < d^7/5040 < 2^-33).
+/// expm1(d) for |d| < 1/8: Taylor to d^Degree; the kernels' 6 truncates below d^7/5040 <
+/// 2^-33. Degree 3 (truncation ~d^4/24, 2^-16.6 at the window's edge) exists for the
+/// exhaustive test's window mutant only (Window::silu_degree3).
+template <int Degree = 6>
 NUMGATE_GLU_HD float expm1_small(float d) {
-  float p = 1.0f / 720.0f;
-  p = fmaf(p, d, 1.0f / 120.0f);
-  p = fmaf(p, d, 1.0f / 24.0f);
-  p = fmaf(p, d, 1.0f / 6.0f);
+  static_assert(Degree == 6 || Degree == 3, "the kernels' degree 6, or the mutant's 3");
+  float p;
+  if constexpr (Degree == 6) {
+    p = 1.0f / 720.0f;
+    p = fmaf(p, d, 1.0f / 120.0f);
+    p = fmaf(p, d, 1.0f / 24.0f);
+    p = fmaf(p, d, 1.0f / 6.0f);
+  } else {
+    p = 1.0f / 6.0f;
+  }
   p = fmaf(p, d, 0.5f);
   p = fmaf(p, d, 1.0f);
   return p * d;
 }
+
+/// The root windows of act' as the kernels evaluate them (exact), or deliberately worse,
+/// for the exhaustive test's mutants only (tests/gpu/glu_fast_eval.cu): removed (the direct
+/// formula everywhere) or SiLU's expm1 polynomial cut to degree 3.
+enum class Window { exact, removed, silu_degree3 };
 
 
 
@@ -149,7 +166,7 @@ NUMGATE_GLU_HD float act_only<Fn::silu>(float a) {
   return x < 0.0f ? xr * e : xr;  // x sigmoid(x)
 }
 
-template <bool NoWindow>
+template <Window W>
 NUMGATE_GLU_HD void silu_both(float a, float& act, float& dact) {
   const float xa = max_keep_nan(a, -kClampF);
   const float x = min_keep_nan(xa, kClampF);
@@ -163,8 +180,8 @@ NUMGATE_GLU_HD void silu_both(float a, float& act, float& dact) {
   const math::Root<float> rt = math::silu_root(0.0f);
   const float d = (x - rt.hi) - rt.lo;
   const float c_direct = (1.0f + x) + e;
-  const float c_window = fmaf(kSiluE0, expm1_small(d), d);
-  const float c = (!NoWindow && fabsf(d) < kWindow) ? c_window : c_direct;
+  const float c_window = fmaf(kSiluE0, expm1_small<W == Window::silu_degree3 ? 3 : 6>(d), d);
+  const float c = (W != Window::removed && fabsf(d) < kWindow) ? c_window : c_direct;
   const float dneg = (er * c) * r;
   const float dpos = r * fmaf(x, er, 1.0f);
   dact = neg ? dneg : dpos;
@@ -233,7 +250,7 @@ NUMGATE_GLU_HD float root_poly(float d, bool tanh_form) {
   return d * p;
 }
 
-template <bool NoWindow>
+template <Window W>
 NUMGATE_GLU_HD void gelu_erf_both(float a, float& act, float& dact) {
   const float xa = max_keep_nan(a, -kClampF);
   const float x = min_keep_nan(xa, kClampF);
@@ -246,7 +263,7 @@ NUMGATE_GLU_HD void gelu_erf_both(float a, float& act, float& dact) {
   const float direct = neg ? w * mz : fmaf(-w, mz, 1.0f);  // D = phi(z) (M(z) - z); x >= 0: 1 - D
   const math::Root<float> rt = math::gelu_erf_root(0.0f);
   const float d = (x - rt.hi) - rt.lo;
-  dact = (!NoWindow && fabsf(d) < kWindow) ? root_poly(d, false) : direct;
+  dact = (W != Window::removed && fabsf(d) < kWindow) ? root_poly(d, false) : direct;
 }
 
 // ---- GELU (tanh) --------------------------------------------------------------------------
@@ -280,7 +297,7 @@ NUMGATE_GLU_HD float act_only<Fn::gelu_tanh>(float a) {
   return x < 0.0f ? xr * e : xr;  // x sigmoid(v)
 }
 
-template <bool NoWindow>
+template <Window W>
 NUMGATE_GLU_HD void gelu_tanh_both(float a, float& act, float& dact) {
   const float xa = max_keep_nan(a, -kClampF);
   const float x = min_keep_nan(xa, kClampF);
@@ -296,15 +313,15 @@ NUMGATE_GLU_HD void gelu_tanh_both(float a, float& act, float& dact) {
   const float direct = neg ? er * fmaf(xdv, r, 1.0f) : r * fmaf(xdv, er, 1.0f);
   const math::Root<float> rt = math::gelu_tanh_root(0.0f);
   const float d = (x - rt.hi) - rt.lo;
-  dact = (!NoWindow && fabsf(d) < kWindow) ? root_poly(d, true) : direct;
+  dact = (W != Window::removed && fabsf(d) < kWindow) ? root_poly(d, true) : direct;
 }
 
-/// act(a) and act'(a) (the backward; NoWindow: the exhaustive test's mutant only).
-template <Fn F, bool NoWindow = false>
+/// act(a) and act'(a) (the backward; W other than exact: the exhaustive test's mutants only).
+template <Fn F, Window W = Window::exact>
 NUMGATE_GLU_HD void act_dact(float a, float& act, float& dact) {
-  if constexpr (F == Fn::silu) silu_both<NoWindow>(a, act, dact);
-  else if constexpr (F == Fn::gelu_erf) gelu_erf_both<NoWindow>(a, act, dact);
-  else gelu_tanh_both<NoWindow>(a, act, dact);
+  if constexpr (F == Fn::silu) silu_both<W>(a, act, dact);
+  else if constexpr (F == Fn::gelu_erf) gelu_erf_both<W>(a, act, dact);
+  else gelu_tanh_both<W>(a, act, dact);
 }
 
 }  // namespace numgate::glu::fast

@@ -7,14 +7,21 @@
 // committed: golden_data/ is tight); those of at most 70,000 elements are also checked on
 // the CPU, in memory, by tests/cpu/test_mutants_softmax.cpp.
 //
-// Block and tile sizes of the kernel (softmax.cuh): a 16-byte unit holds kVec elements
-// (fp32 4, bf16/fp16 8); a warp covers 32 units (fp32 128, bf16/fp16 256 elements); the
-// block has 256 threads (fp32 1024, bf16/fp16 2048 elements per sweep). The forward keeps
-// 1, 2, 4 or 8 units per thread in registers (rows up to 256, 512, 1024, 2048 units, from
-// k_len and x's 16-byte phase) and streams longer rows. Sizes one below, at and one above
-// each are declared below (the misaligned replay adds a unit: 8192 bf16 aligned takes 4
-// units per thread, misaligned 8; 16384 aligned 8, misaligned the streaming kernel), plus
-// rows of 32K and of 65,536 (the limit).
+// Block and tile sizes of the kernels (softmax_kernels.cu): a 16-byte unit holds kVec
+// elements (fp32 4, bf16/fp16 8); a warp covers 32 units (fp32 128, bf16/fp16 256 elements).
+// Both passes pick a register-cached kernel of 1, 2, 4 or 8 units per thread by the units a
+// row spans: exact from k_len and the row's 16-byte phase when a row is a whole number of
+// 16-byte units, else sized for the worst phase, (k_len + 2 (kVec - 1)) / kVec units (so
+// bf16 1023 and 1025 both take 129 units; the misaligned replay adds a unit to an exact
+// row: 1024 bf16 aligned 128, misaligned 129).
+//   forward: 256 threads; cached rows up to 256, 512, 1024, 2048 units (bf16/fp16 2048,
+//     4096, 8192, 16384 elements; fp32 1024, 2048, 4096, 8192), longer rows streamed.
+//   backward: 128 threads; cached rows up to 128, 256, 512, 1024 units (bf16/fp16 1024,
+//     2048, 4096, 8192 elements; fp32 512, 1024, 2048, 4096), longer rows by the two-sweep
+//     256-thread kernel.
+// Sizes one below, at and one above each boundary of either pass are declared below for
+// bf16 and fp32 (fp16 shares bf16's instantiation shape; it has 2047/2049, 12000, 16385),
+// plus rows of 32K and of 65,536 (the limit).
 #include "softmax/softmax_oracle.h"
 
 namespace numgate::softmax {
@@ -105,6 +112,58 @@ std::vector<CaseSpec> SoftmaxOp::cases() const {
       c(D::fp16, {2, 16385}, 49).param("scale", kScale128).description("fp16 16385 keys: the streaming kernel")
           .production(),
       c(D::fp32, {2, 8193}, 56).param("scale", kScale128).description("fp32 8193 keys: the streaming kernel")
+          .production(),
+      // register cache sizes of the backward (1, 2, 4 or 8 units per thread, 128 threads) and its
+      // switch to the two-sweep kernel; "units" are those of the worst phase unless aligned
+      c(D::bf16, {2, 1023}, 57).param("scale", kScale)
+          .description("bf16 one below the backward's 1-unit tier (1024): 129 units, 2 per thread").production(),
+      c(D::bf16, {2, 1024}, 58).param("scale", kScale)
+          .description("bf16 at the backward's 1-unit tier (1024): 1 unit per thread aligned, 2 misaligned")
+          .production(),
+      c(D::bf16, {2, 1025}, 59).param("scale", kScale).param("mask_mode", causal)
+          .description("bf16 one above the backward's 1-unit tier (1024): 2 units per thread, causal").production(),
+      c(D::bf16, {2, 4095}, 60).param("scale", kScale128)
+          .description("bf16 one below the backward's 4-unit tier (4096): 513 units, 8 per thread; forward 4")
+          .production(),
+      c(D::bf16, {2, 4096}, 61).param("scale", kScale128)
+          .description("bf16 at the backward's 4-unit tier (4096): 4 units per thread aligned, 8 misaligned")
+          .production(),
+      c(D::bf16, {2, 8191}, 62).param("scale", kScale128)
+          .description("bf16 one below the backward's 8-unit tier (8192): 1025 units, the two-sweep backward")
+          .production(),
+      c(D::bf16, {2, 8193}, 63).param("scale", kScale128).param("mask_mode", additive)
+          .description("bf16 one above the backward's 8-unit tier (8192): the two-sweep backward, additive")
+          .production(),
+      c(D::fp32, {2, 511}, 64).param("scale", kScale)
+          .description("fp32 one below the backward's 1-unit tier (512): 129 units, 2 per thread").production(),
+      c(D::fp32, {2, 512}, 65).param("scale", kScale)
+          .description("fp32 at the backward's 1-unit tier (512): 1 unit per thread aligned, 2 misaligned")
+          .production(),
+      c(D::fp32, {2, 513}, 66).param("scale", kScale)
+          .description("fp32 one above the backward's 1-unit tier (512): 2 units per thread").production(),
+      c(D::fp32, {2, 2047}, 67).param("scale", kScale128)
+          .description("fp32 one below the backward's 4-unit tier (2048): 8 units per thread; forward 4")
+          .production(),
+      c(D::fp32, {2, 2048}, 68).param("scale", kScale128)
+          .description("fp32 at the backward's 4-unit tier (2048): 4 units aligned, 8 misaligned; forward 2 / 4")
+          .production(),
+      c(D::fp32, {2, 4095}, 69).param("scale", kScale128)
+          .description("fp32 one below the backward's 8-unit tier (4096): 1025 units, the two-sweep backward")
+          .production(),
+      c(D::fp32, {2, 4097}, 70).param("scale", kScale128).param("mask_mode", causal)
+          .description("fp32 one above the backward's 8-unit tier (4096): the two-sweep backward, causal")
+          .production(),
+      // the forward's last cached tier (8 units per thread) around its switch to streaming
+      c(D::bf16, {2, 16383}, 71).param("scale", kScale128)
+          .description("bf16 one below the forward's 8-unit tier (16384): 2049 units, the streaming forward")
+          .production(),
+      c(D::bf16, {2, 16385}, 72).param("scale", kScale128)
+          .description("bf16 one above the forward's 8-unit tier (16384): the streaming forward").production(),
+      c(D::fp32, {2, 8191}, 73).param("scale", kScale128)
+          .description("fp32 one below the forward's 8-unit tier (8192): 2049 units, the streaming forward")
+          .production(),
+      c(D::fp32, {2, 8192}, 74).param("scale", kScale128)
+          .description("fp32 at the forward's 8-unit tier (8192): 8 units per thread aligned, streaming misaligned")
           .production(),
       // adversarial values
       c(D::fp16, {4, 64}, 40).pattern("large").param("scale", kScale)

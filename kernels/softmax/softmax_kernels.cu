@@ -83,9 +83,11 @@ using numgate::device::grid_is_aligned;
 using numgate::device::grid_shift;
 using numgate::device::kVec;
 using numgate::device::load_unit;
+using numgate::device::load_unit_hint;
 using numgate::device::mul_rn;
 using numgate::device::pack_from_acc;
 using numgate::device::store_unit;
+using numgate::device::store_unit_hint;
 using numgate::device::sub_rn;
 using numgate::device::Unit;
 using numgate::device::unit_acc;
@@ -376,35 +378,13 @@ __global__ void __launch_bounds__(kThreads) backward_kernel(const T* __restrict_
   }
 }
 
-/// 16-byte unit load / store with a streaming cache hint (ld.global.cs / st.global.cs:
-/// evict first) where the unit moves as one vector; element by element otherwise. Same
-/// values as load_unit / store_unit.
-template <typename T, bool kStream>
-__device__ __forceinline__ Unit<T> load_unit_hint(const T* row, int lo, int n, bool vector_ok) {
-  if constexpr (kStream) {
-    if (vector_ok) {
-      const uint4 q = __ldcs(reinterpret_cast<const uint4*>(row + lo));
-      return Unit<T>{{q.x, q.y, q.z, q.w}};
-    }
-  }
-  return load_unit(row, lo, n, vector_ok);
-}
-template <typename T, bool kStream>
-__device__ __forceinline__ void store_unit_hint(T* row, int lo, int n, bool vector_ok, const Unit<T>& u) {
-  if constexpr (kStream) {
-    if (vector_ok) {
-      __stcs(reinterpret_cast<uint4*>(row + lo), make_uint4(u.w[0], u.w[1], u.w[2], u.w[3]));
-      return;
-    }
-  }
-  store_unit(row, lo, n, vector_ok, u);
-}
-
 /// Backward with the row held in registers: thread t of NT loads its units t, t + NT, ...,
 /// t + (R - 1) * NT of y and dy once, all before any arithmetic (2R 16-byte loads in
 /// flight per thread), then backward_kernel's per-element operations; the dot product's
 /// partition and block_sum tree are NT's (128 in production), so dx is deterministic per
-/// (k_len, phase) but not bitwise backward_kernel's: y and dy cross DRAM once.
+/// (k_len, phase) but not bitwise backward_kernel's: y and dy cross DRAM once. kStream: y, dy
+/// and dx move with the evict-first hint (load_unit_hint / store_unit_hint,
+/// common/cuda_utils.cuh: ld/st.global.cs where a unit is one 16-byte access).
 template <typename T, int R, bool kStream, int NT = kThreads>
 __global__ void __launch_bounds__(NT) backward_cached_kernel(const T* __restrict__ y, const T* __restrict__ dy,
                                                              T* __restrict__ dx, int k_len, acc_t<T> sf) {
@@ -429,8 +409,8 @@ __global__ void __launch_bounds__(NT) backward_cached_kernel(const T* __restrict
     if (u < nunits) {
       const int lo = u * VEC - shift;
       const bool full = unit_is_full<T>(lo, k_len);
-      uy[k] = load_unit_hint<T, kStream>(yr, lo, k_len, full);
-      ud[k] = load_unit_hint<T, kStream>(dyr, lo, k_len, full && dy_al);
+      uy[k] = load_unit_hint<kStream>(yr, lo, k_len, full);
+      ud[k] = load_unit_hint<kStream>(dyr, lo, k_len, full && dy_al);
     }
   }
   A dot[1] = {A(0)};
@@ -461,7 +441,7 @@ __global__ void __launch_bounds__(NT) backward_cached_kernel(const T* __restrict
 #pragma unroll
     for (int j = 0; j < VEC; ++j)
       v[j] = mul_rn(sf, mul_rn(unit_acc(uy[k], j), sub_rn(unit_acc(ud[k], j), dot[0])));
-    store_unit_hint<T, kStream>(dxr, lo, k_len, full && dx_al, pack_from_acc<T>(v));
+    store_unit_hint<kStream>(dxr, lo, k_len, full && dx_al, pack_from_acc<T>(v));
   }
 }
 

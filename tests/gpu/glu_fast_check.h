@@ -15,8 +15,11 @@
 // |act| >= 2^-126), which must stay below 2^-13 (kRelLimit).
 // Structure: NaN exactly where act is NaN, +-Inf exactly where act is +-Inf; the act of the
 // forward-only function equal bit for bit to the act of the joint act/act' function.
+// Each input's failures are counted per check (Check), so a mutant can be shown caught by
+// the check it was built to violate, and by no other where it touches one value only.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -99,8 +102,18 @@ inline double subnormal_allowance(Fn f, double a) {
   return factor * std::ldexp(1.0, -149);
 }
 
+/// The checks, counted apart: bound (A) on act, bound (D) on act', the plain 2^-13 limit
+/// (on act or act'), and structure (NaN / Inf, non-finite results, forward act != joint act).
+enum class Check { bound_act, bound_dact, rel_limit, structure };
+inline constexpr int kChecks = 4;
+inline const char* check_name(Check c) {
+  return c == Check::bound_act ? "(A)" : c == Check::bound_dact ? "(D)" : c == Check::rel_limit ? "2^-13" : "structure";
+}
+
 struct Result {
   std::int64_t checked = 0, failures = 0;
+  std::int64_t failed[kChecks] = {};  ///< inputs failing each Check (an input counts once per check)
+  std::int64_t failed_by(Check c) const { return failed[static_cast<int>(c)]; }
   double worst_ratio_act = 0, worst_ratio_dact = 0;  ///< max error / bound
   double worst_a_act = 0, worst_a_dact = 0;          ///< the inputs where they occur
   double max_rel_act = 0, max_rel_dact = 0;          ///< max relative error (|value| >= 2^-126)
@@ -112,7 +125,8 @@ struct Result {
        << (max_rel_act > 0 ? std::log2(max_rel_act) : -999) << "), act' " << max_rel_dact << " (2^"
        << (max_rel_dact > 0 ? std::log2(max_rel_dact) : -999) << "); worst error/bound act " << worst_ratio_act
        << " at a=" << worst_a_act << ", act' " << worst_ratio_dact << " at a=" << worst_a_dact << "; " << failures
-       << " failure(s)";
+       << " failure(s); inputs failing";
+    for (int k = 0; k < kChecks; ++k) os << " " << check_name(static_cast<Check>(k)) << " " << failed[k];
     return os.str();
   }
 };
@@ -122,7 +136,9 @@ inline Result check(Fn f, const std::vector<float>& a, const std::vector<float>&
                     const std::vector<float>& act, const std::vector<float>& dact) {
   const double u = std::ldexp(1.0, -24), gamma = 10 * u / (1 - 10 * u);
   Result r;
-  auto fail = [&](std::size_t i, const std::string& what) {
+  bool fired[kChecks] = {};  // this input's checks that failed
+  auto fail = [&](std::size_t i, Check c, const std::string& what) {
+    fired[static_cast<int>(c)] = true;
     if (r.failures++ == 0) {
       std::ostringstream os;
       os.precision(9);
@@ -131,19 +147,20 @@ inline Result check(Fn f, const std::vector<float>& a, const std::vector<float>&
     }
   };
   auto same_bits = [](float x, float y) { return std::memcmp(&x, &y, 4) == 0; };
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    ++r.checked;
+  // One input: its failures go to fail(), which marks the checks that fired.
+  auto check_input = [&](std::size_t i) {
     const float x = a[i];
     if (!same_bits(act_fwd[i], act[i]) && !(std::isnan(act_fwd[i]) && std::isnan(act[i])))
-      fail(i, "forward act " + std::to_string(act_fwd[i]) + " differs from the backward's " + std::to_string(act[i]));
+      fail(i, Check::structure,
+           "forward act " + std::to_string(act_fwd[i]) + " differs from the backward's " + std::to_string(act[i]));
     if (std::isnan(x)) {
-      if (!std::isnan(act[i]) || !std::isnan(dact[i])) fail(i, "NaN input must give NaN");
-      continue;
+      if (!std::isnan(act[i]) || !std::isnan(dact[i])) fail(i, Check::structure, "NaN input must give NaN");
+      return;
     }
     if (std::isinf(x)) {
       const bool ok = x > 0 ? (act[i] == INFINITY && dact[i] == 1.0f) : (act[i] == 0.0f && dact[i] == 0.0f);
-      if (!ok) fail(i, "wrong limit " + std::to_string(act[i]) + ", " + std::to_string(dact[i]));
-      continue;
+      if (!ok) fail(i, Check::structure, "wrong limit " + std::to_string(act[i]) + ", " + std::to_string(dact[i]));
+      return;
     }
     const Exact e = exact(f, x);
     const double S = subnormal_allowance(f, x);
@@ -152,8 +169,8 @@ inline Result check(Fn f, const std::vector<float>& a, const std::vector<float>&
     const double bound_d = ((gamma - 2 * u - u * u) * std::fabs(double(e.dact)) + gamma * ax * std::fabs(double(e.ddact))) /
                                ((1 + u) * (1 + u)) + S;
     if (!std::isfinite(act[i]) || !std::isfinite(dact[i])) {
-      fail(i, "non-finite result for a finite input");
-      continue;
+      fail(i, Check::structure, "non-finite result for a finite input");
+      return;
     }
     const double err_a = std::fabs(static_cast<double>(static_cast<long double>(act[i]) - e.act));
     const double err_d = std::fabs(static_cast<double>(static_cast<long double>(dact[i]) - e.dact));
@@ -163,12 +180,18 @@ inline Result check(Fn f, const std::vector<float>& a, const std::vector<float>&
     const double tiny = std::ldexp(1.0, -126);
     if (std::fabs(double(e.act)) >= tiny) r.max_rel_act = std::max(r.max_rel_act, err_a / std::fabs(double(e.act)));
     if (std::fabs(double(e.dact)) >= tiny) r.max_rel_dact = std::max(r.max_rel_dact, err_d / std::fabs(double(e.dact)));
-    if (ra > 1) fail(i, "act " + std::to_string(act[i]) + " error/bound " + std::to_string(ra));
+    if (ra > 1) fail(i, Check::bound_act, "act " + std::to_string(act[i]) + " error/bound " + std::to_string(ra));
     if (std::fabs(double(e.act)) >= tiny && err_a > kRelLimit * std::fabs(double(e.act)))
-      fail(i, "act " + std::to_string(act[i]) + " relative error above 2^-13");
+      fail(i, Check::rel_limit, "act " + std::to_string(act[i]) + " relative error above 2^-13");
     if (std::fabs(double(e.dact)) >= tiny && err_d > kRelLimit * std::fabs(double(e.dact)))
-      fail(i, "act' " + std::to_string(dact[i]) + " relative error above 2^-13");
-    if (rd > 1) fail(i, "act' " + std::to_string(dact[i]) + " error/bound " + std::to_string(rd));
+      fail(i, Check::rel_limit, "act' " + std::to_string(dact[i]) + " relative error above 2^-13");
+    if (rd > 1) fail(i, Check::bound_dact, "act' " + std::to_string(dact[i]) + " error/bound " + std::to_string(rd));
+  };
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    ++r.checked;
+    std::fill(fired, fired + kChecks, false);
+    check_input(i);
+    for (int k = 0; k < kChecks; ++k) r.failed[k] += fired[k];
   }
   return r;
 }

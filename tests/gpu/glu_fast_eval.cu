@@ -13,6 +13,9 @@ namespace fast = numgate::glu::fast;
 namespace math = numgate::glu::math;
 
 __device__ float to_bf16(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
+/// v with its 8 lowest significand bits rounded off (to nearest, ties away from zero): 16
+/// significant bits, relative error <= 2^-16 for normal v.
+__device__ float to_16_bits(float v) { return __uint_as_float((__float_as_uint(v) + 0x80u) & 0xFFFFFF00u); }
 
 // The sigmoid-in-bf16 mutant: glu_fast.h's formulas with the shared sigmoid (or Gaussian
 // tail) rounded to bf16 before use.
@@ -47,10 +50,17 @@ template <fast::Fn F>
 __device__ void eval_one(Variant v, float a, float& af, float& ac, float& dc) {
   if (v == Variant::fast) {
     af = fast::act_only<F>(a);
-    fast::act_dact<F, false>(a, ac, dc);
+    fast::act_dact<F>(a, ac, dc);
   } else if (v == Variant::mutant_no_window) {
     af = fast::act_only<F>(a);
-    fast::act_dact<F, true>(a, ac, dc);
+    fast::act_dact<F, fast::Window::removed>(a, ac, dc);
+  } else if (v == Variant::mutant_silu_window_degree3) {
+    af = fast::act_only<F>(a);
+    fast::act_dact<F, fast::Window::silu_degree3>(a, ac, dc);
+  } else if (v == Variant::mutant_act_16_bits) {
+    fast::act_dact<F>(a, ac, dc);
+    ac = to_16_bits(ac);
+    af = ac;  // the forward gives the same act (not a structure failure)
   } else {
     if constexpr (F == fast::Fn::silu) {
       ac = math::silu(a);
@@ -92,6 +102,8 @@ const char* variant_name(Variant v) {
     case Variant::fast: return "fast";
     case Variant::mutant_no_window: return "mutant_no_window";
     case Variant::mutant_sigmoid_bf16: return "mutant_sigmoid_bf16";
+    case Variant::mutant_act_16_bits: return "mutant_act_16_bits";
+    case Variant::mutant_silu_window_degree3: return "mutant_silu_window_degree3";
     case Variant::accurate: return "accurate";
   }
   return "?";
