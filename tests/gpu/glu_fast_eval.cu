@@ -14,8 +14,12 @@ namespace math = numgate::glu::math;
 
 __device__ float to_bf16(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
 /// v with its 8 lowest significand bits rounded off (to nearest, ties away from zero): 16
-/// significant bits, relative error <= 2^-16 for normal v.
-__device__ float to_16_bits(float v) { return __uint_as_float((__float_as_uint(v) + 0x80u) & 0xFFFFFF00u); }
+/// significant bits, relative error <= 2^-16 for normal v. A NaN stays the same NaN:
+/// rounding its bits can carry into the sign (0x7FFFFFFF gives -0), a structure failure
+/// (H200: every bf16 and fp16 NaN input), not the bound (A) failure this mutant is for.
+__device__ float to_16_bits(float v) {
+  return isnan(v) ? v : __uint_as_float((__float_as_uint(v) + 0x80u) & 0xFFFFFF00u);
+}
 
 // The sigmoid-in-bf16 mutant: glu_fast.h's formulas with the shared sigmoid (or Gaussian
 // tail) rounded to bf16 before use.
