@@ -68,6 +68,34 @@ TEST(LegitimateVariation, ReferenceUnderTheDefaultPolicyIsTheReference) {
   EXPECT_EQ(ops, 7);  // all but the GLU ops (elementwise, no sum or multiply-add freedom)
 }
 
+// Known false-fails of the gate, kept visible rather than sampled away (README, "Known gate
+// false-fail"): a held-out summation order that the order evidence does not cover, judged
+// FAIL by the max-abs threshold. Each entry must still FAIL (once the gate covers it, this
+// test flags the stale entry); every other evaluation must pass as before.
+struct KnownFalseFail {
+  const char* op;
+  const char* case_name;
+  const char* policy;
+  const char* tensor;
+};
+constexpr KnownFalseFail kKnownFalseFails[] = {
+    // fp32 softmax, 8193 keys (the streaming forward), fresh seed 149: blocked4096 with and
+    // without FMA, tensor y: max-abs 5.0e-10 against the threshold 3.5e-10.
+    {"softmax", "fp32_2x8193_seed56_legit149", "blocked4096", "y"},
+    {"softmax", "fp32_2x8193_seed56_legit149", "blocked4096+FMA", "y"},
+};
+bool is_known_false_fail(const std::string& op, const std::string& case_name, const std::string& policy,
+                         const std::string& tensor) {
+  for (const KnownFalseFail& k : kKnownFalseFails)
+    if (op == k.op && case_name == k.case_name && policy == k.policy && tensor == k.tensor) return true;
+  return false;
+}
+std::int64_t known_false_fails_of(const std::string& op) {
+  std::int64_t n = 0;
+  for (const KnownFalseFail& k : kKnownFalseFails) n += op == k.op;
+  return n;
+}
+
 void expect_legitimate_variation_passes(const std::string& op_name) {
   const Op& op = find_op(op_name);
   const std::vector<CaseSpec> pool = case_pool(op);
@@ -75,6 +103,7 @@ void expect_legitimate_variation_passes(const std::string& op_name) {
   constexpr int kSeeds = 200;
   std::int64_t evaluations = 0, held_out = 0, held_out_unseen = 0, decidable = 0, rule_fails = 0, fails = 0, held_out_fails = 0;
   std::int64_t inconclusive = 0, by_evidence = 0, by_envelope_evidence = 0, by_sweep = 0, max_abs_exceeded = 0;
+  std::int64_t known_hit = 0;  // kKnownFalseFails met (each a FAIL beyond the max-abs threshold)
   std::map<std::string, std::int64_t> fails_by;
   for (int s = 0; s < kSeeds; ++s) {
     CaseSpec c = pool[static_cast<std::size_t>(s) % pool.size()];
@@ -114,6 +143,12 @@ void expect_legitimate_variation_passes(const std::string& op_name) {
         }
         if (r.rounding_rule_valid && r.target_misrounded > 0) ++rule_fails;
         if (r.verdict == Verdict::pass || r.verdict == Verdict::pass_with_limitations) continue;
+        if (r.verdict == Verdict::fail && is_known_false_fail(op_name, c.name, std::string(policy_name(p)), name)) {
+          ++known_hit;
+          std::cout << "[ legitimate variation ] KNOWN FALSE-FAIL (README, Known gate false-fail): " << op_name
+                    << " case " << c.name << " (" << policy_name(p) << ") tensor " << name << "\n";
+          continue;
+        }
         if (r.verdict == Verdict::inconclusive) ++inconclusive;
         else ++fails;
         held_out_fails += held;
@@ -141,7 +176,8 @@ void expect_legitimate_variation_passes(const std::string& op_name) {
   EXPECT_EQ(rule_fails, 0);
   EXPECT_EQ(fails, 0);
   EXPECT_EQ(inconclusive, 0);
-  EXPECT_EQ(by_evidence, max_abs_exceeded);
+  EXPECT_EQ(by_evidence + known_hit, max_abs_exceeded);
+  EXPECT_EQ(known_hit, known_false_fails_of(op_name)) << op_name << ": a known false-fail no longer fails (or was not sampled): update kKnownFalseFails and the README";
   EXPECT_GT(decidable, 0);
 }
 
