@@ -14,8 +14,12 @@
 //     so any element alignment of any pointer is correct;
 //   * forward: one block per row, the row cached in registers (K units per thread, x
 //     read once), the statistic by fixed-order block reductions, then normalize-and-store
-//     from the same registers; a streaming kernel (x read twice) for rows too long for
-//     the register cache (RMS policies only);
+//     from the same registers. The block (K, threads) is the policy's (kFwdTargetThreads:
+//     LayerNorm 160, fused add 1024, RMS 384). Two kernels of the same arithmetic: the
+//     aligned one (hidden % VEC == 0 and every tensor 16-byte aligned: no virtual grid, no
+//     per-element range tests, w and b loaded with x, evict-first x and y) and the cached
+//     one for every other alignment; a streaming kernel (x read twice) for rows too long
+//     for the register cache (RMS policies only);
 //   * backward, fused path (hidden % VEC == 0, row <= 1024 units): one block per chunk of
 //     rows (the chunk size is a function of (rows, hidden) only, never of the device);
 //     the block walks its rows in order, computes dx and accumulates the dw (and db)
@@ -36,27 +40,37 @@
 // rows are launched with it. No atomics outside the atomic stage 2.
 //
 // Measured (H200, numgate-bench's kernel clock: CUPTI GPU time per launch, bf16, inputs
-// rotated over more than 2x L2; copy = the same GPU's device-to-device memcpy, 4272 GB/s
-// read + write; run of 2026-12-03 on branch rows). Minimal bytes: each row tensor read
-// or written once (s = sizeof(T), N = rows x H), plus the per-column tensors once:
+// rotated over more than 2x L2; copy = the same GPU's device-to-device memcpy, 4246 GB/s
+// read + write). Minimal bytes: each row tensor read or written once (s = sizeof(T),
+// N = rows x H), plus the per-column tensors once:
 //
-//   forward (row_norm_forward_cached_kernel): RMS / offset 2Ns, fused add 4Ns, LayerNorm
-//   2Ns. rmsnorm 4x512x4096 (33.6 MB) 11.55 us = 68% of copy; 1x8192x4096 (134 MB)
-//   35.35 us = 89%; fused_add_rmsnorm 4x512x4096 (67 MB) 19.38 us = 81%, 1x2048x5120
-//   (84 MB) 23.50 us = 84%; layernorm 4x512x4096 14.28 us = 55%, 1x2048x5120 (42 MB)
-//   17.49 us = 56%. Limit: not the steady state — the 6144 rows between rmsnorm's two
-//   shapes cost 23.80 us, 4.23 TB/s, 99% of copy — but a fixed ~3.6 us per launch (11.55 us
-//   less 33.6 MB at 4.23 TB/s). Our reading (from these timings, not profiled): each
-//   block's chain (load x, block reduction, correctly rounded divide and sqrt, w (and b)
-//   from L2, store) at the start, where the first wave's blocks reduce together while
-//   DRAM waits, and again for the last rows; LayerNorm's chain has two reductions and w
-//   and b, and its figures are the lowest. Measured
-//   and rejected in the same run: a grid of resident blocks walking rows with the next 1
-//   or 2 rows prefetched in registers (and w held there): 63 to 112 registers, half the
-//   blocks per SM or fewer, 12.18 / 41.08 us rmsnorm, 37.07 us fused add 1x2048x5120 —
-//   a row per block in flight from many blocks beats several rows from fewer blocks.
+//   forward (row_norm_forward_aligned_kernel; run 16, 2026-12-03, the whole suite's run):
+//   RMS / offset 2Ns, fused add 4Ns, LayerNorm 2Ns. rmsnorm 4x512x4096 (33.6 MB) 10.43 us
+//   = 76% of copy, 1x8192x4096 (134 MB) 34.56 us = 91%; offset_rmsnorm 4x512x4096
+//   10.61 us = 74%, 1x2048x5120 (42 MB) 12.83 us = 77%; fused_add_rmsnorm 4x512x4096
+//   (67 MB) 18.43 us = 86%, 1x2048x5120 (84 MB) 22.15 us = 89%; layernorm 4x512x4096
+//   12.16 us = 65%, 1x2048x5120 14.57 us = 68%. Run 15's cached kernel took
+//   11.51 / 35.39 / 19.76 / 23.49 / 14.55 / 17.78 us for these rmsnorm, fused add and
+//   LayerNorm shapes. Limit: the 2048-row launches (under two waves of blocks) pay a
+//   fixed cost per launch that the 8192-row one amortizes (the rows between rmsnorm's two
+//   shapes cost 24.1 us, 4.17 TB/s, 98% of copy). What Nsight Compute showed (cold L2,
+//   layernorm 2048x4096): the cached kernel was issue-bound, not DRAM-bound (DRAM 25% of
+//   peak, a warp eligible on 80% of cycles, 16 cycles per issued instruction: the virtual
+//   grid's per-unit and per-element tests, the re-packed registers), which the aligned
+//   kernel removes; Liger's kernel left the schedulers idle on 44% of cycles at 3.1
+//   waves. Candidates timed with the peers' method in one process (a scratch harness
+//   loading them by ctypes next to the peers; not in the repository): K = 1, 2, 4 per
+//   policy, evict-first hints on or off for loads and stores, w/b before or after x,
+//   reductions without the trailing barrier. The block sizes above were the fastest K for
+//   each policy (K = 1 up to 2 us slower for RMS and LayerNorm, K = 2 vs 4 within 0.6 us);
+//   the hint and order choices moved 0.1-0.8 us. Not adopted: for the RMS policy the
+//   cached kernel with the same w preload and hints measured 0.3-0.5 us faster than the
+//   aligned one at 2048x4096 in that harness (one kernel for every policy was kept; the
+//   next tuning step). Rejected earlier: a grid of resident blocks walking rows with the
+//   next rows prefetched in registers (63-112 registers, slower).
 //
-//   backward (fused path, row_norm_backward_ring_kernel + row_norm_finalize_kernel): RMS
+//   backward (fused path, row_norm_backward_ring_kernel + row_norm_finalize_kernel; run 15,
+//   unchanged since: run 16 gave the same within 1%): RMS
 //   / offset 3Ns, fused add 5Ns, LayerNorm 3Ns, plus the partials (chunks x H x acc per
 //   partial array, written and read once, L2-resident). rmsnorm 4x512x4096 (50.3 MB)
 //   22.07 us = 53%, 1x8192x4096 (201 MB) 68.64 us = 69%; offset_rmsnorm 4x512x4096

@@ -65,15 +65,21 @@ Design.
     instantiations are the same code).
 
 Performance (H200, 8192 x 151,936 bf16, mean: numgate-bench's kernel clock, the GPU time
-per call of every kernel a call launches; run 15 of the whole suite, D2D copy 4246 GB/s
+per call of every kernel a call launches; runs 15 and 16 of the whole suite, D2D copy 4246 GB/s
 read + write). Minimal bytes = the inputs read once + the outputs written once.
-  forward: 2.49 GB (logits; targets, loss, lse ~0.1 MB); 827 us = 3.01 TB/s, 71% of copy.
+  forward: 2.49 GB (logits; targets, loss, lse ~0.1 MB); 827 us = 3.01 TB/s, 71% of copy
+    (828 us in run 16).
     Limit (not profiled): per SM one block with 64 KiB of loads in flight, synchronous per
     batch, and a block reduction at every row end with no loads in flight; deeper batches
     spill at 1024 threads, and an L2 bulk prefetch of the next row made it slower
     (988-1086 us in a tuning run).
-  backward: 4.98 GB (logits read once, dlogits written once); 1721 us = 2.89 TB/s, 68% of
-    copy. fused: the same 4.98 GB (+ lse, loss); 1716 us = 2.90 TB/s, 68% of copy. Limit
+  backward: 4.98 GB (logits read once, dlogits written once); 1815 us = 2.74 TB/s, 65% of
+    copy (run 16). fused: the same 4.98 GB (+ lse, loss); 1812 us = 2.75 TB/s, 65% of copy
+    (run 16; Liger's fused kernel 1742 us in the same run). Run 15 took 1721 / 1716 us with
+    the gradient sweep's 2^x flushed to zero below 2^-126; the subnormal-keeping 2^x (3
+    more instructions per element) costs 5.5%; the flushed kernel was wrong where a bf16
+    dlogit should be subnormal (host emulation of the flush on the underflow_tail bf16
+    case: 72 of 483 decidable elements misrounded; not run on the GPU). Limit
     (not profiled): the two sweeps per row run back to back in each SM's single block
     (the statistics sweep reads DRAM at one block's memory-level parallelism, the gradient
     sweep is L2-read + DRAM-write with 2 units in flight per thread); in the tuning runs

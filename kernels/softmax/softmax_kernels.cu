@@ -51,13 +51,14 @@ Speed (H200, numgate-bench kernel clock, bf16 causal scaled 4x8x4096x4096; minim
 x read once and y written once forward, y and dy read once and dx written once backward):
   forward   2.15 GB, 914.5 us: 2.35 TB/s, 55% of the 4246 GB/s device-to-device copy
             (unchanged by the backward's rework; 0.64 of torch.compile's time).
-  backward  3.22 GB, 795.6 us: 4.05 TB/s, 95% of copy (the two-sweep kernel without hints:
-            801.1 us in an earlier run, which measured the 256-thread cached kernel with
-            hints at 738.4 us and the same kernel at 813.9 us in the next: run-to-run
-            spread ~8% on this shape). torch.compile's backward (the same full reads) was
-            720.99 us, 105% of copy, so DRAM allows ~10% more; what separates the two
-            was not isolated (a candidate: the block barrier between each row's loads and
-            its stores, which leaves only the other resident rows' loads in flight).
+  backward  3.22 GB, 742.1 us (run 16): 4.34 TB/s, 102% of copy (a 2-read : 1-write
+            stream beats the 1 : 1 copy). torch.compile's backward (the same full reads)
+            took 719.1 us in the same run, ratio 1.03. The evict-first hints it had in
+            run 15 are off: in one process with the peers' timing method, 783.0 us with
+            them, 744.7 us without. What separates it from the peer was not isolated
+            (candidates timed in that process: 128 and 256 threads per row, with and
+            without an aligned variant free of per-element range tests, 739.7-744.7 us
+            without hints; 64, 128, 256 and 512 threads with hints, 788-806 us).
 
 Limits: see softmax.cuh. Build without --use_fast_math (the contract names div_rn etc.
 explicitly, so it would not change them, but exp would still be the FP64 libdevice one).
