@@ -55,8 +55,15 @@ std::vector<CaseSpec> FusedAddRMSNormOp::cases() const {
       c(D::bf16, {2, 4095}, 453).description("one below 4096: rows of varying 16-byte phase").production(),
       c(D::bf16, {2, 4096}, 454).description("hidden 4096, fully aligned").production(),
       c(D::bf16, {2, 4097}, 455).description("one above 4096: partial head and tail units").production(),
-      c(D::fp16, {2, 3072}, 456).description("fp16, last hidden of K = 1 forward (384 threads x 8)").production(),
-      c(D::fp16, {2, 3073}, 457).description("fp16, first hidden of K = 2 forward").production(),
+      c(D::fp16, {2, 3072}, 456).description("fp16 3072: 384 units, one per thread in the forward (RMS's last K = 1)").production(),
+      c(D::fp16, {2, 3073}, 457).description("fp16 3073: 385 units (worst phase 386), still one per thread in the forward").production(),
+      // The forward's blocks (preferred <= 1024 threads): K = 1 up to 1024 units, K = 2 up to
+      // 2048, K = 4 up to 4096 (bf16 8192 / 16384 / 32768 elements, fp32 4096 / 8192 / 16384).
+      c(D::bf16, {2, 8192}, 462).description("bf16 8192: the forward's last K = 1 (1024 threads), aligned kernel").production(),
+      c(D::bf16, {2, 8193}, 463).description("bf16 8193: the forward's first K = 2, general kernel (odd hidden)").production(),
+      c(D::bf16, {2, 16384}, 464).description("bf16 16384: the forward's last K = 2 (1024 threads), aligned kernel").production(),
+      c(D::bf16, {2, 16392}, 465).description("bf16 16392: the forward's first K = 4 (513 threads), aligned kernel; w and residual preloaded").production(),
+      c(D::fp32, {2, 16384}, 466).description("fp32 16384: the forward's last K = 4 (1024 threads), aligned kernel").production(),
       c(D::fp32, {2, 4096}, 458).description("fp32 at 4096").production(),
       c(D::fp32, {2, 20000}, 459).description("fp32 row too long for the register cache (streaming kernels)")
           .production(),

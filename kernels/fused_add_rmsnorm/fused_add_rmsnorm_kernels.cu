@@ -47,7 +47,8 @@ residual_out = T(h) written in the forward's first phase; acc(d_residual_out) ad
 with add_rn). Everything but the policy is rmsnorm's design (rmsnorm_kernels.cu):
 
   forward: one block per row, x and residual cached in registers (K in {1, 2, 4},
-  preferred block <= 384 threads), both read once; h is formed again from the cached
+  preferred block <= 1024 threads: one unit per thread up to 1024 units, measured fastest),
+  both read once, by the aligned or the general cached kernel (rmsnorm's); h is formed again from the cached
   registers for the normalize step (same bits). Rows beyond 4096 units stream (read
   twice).
 
@@ -80,13 +81,12 @@ with add_rn). Everything but the policy is rmsnorm's design (rmsnorm_kernels.cu)
   Minimal bytes per pass: forward 4 * rows * H * sizeof(T) + H * sizeof(T) (x, residual
   read; residual_out, y written); backward 5 * rows * H * sizeof(T) + 2 * H * sizeof(T)
   (x, residual, dy, d_residual_out read; dx written), plus the partials.
-  Measured (H200, numgate-bench kernel clock, bf16; copy = D2D memcpy, 4272 GB/s):
-    forward  4x512x4096 (67.1 MB) 19.38 us, 81% of copy; 1x2048x5120 (83.9 MB) 23.50 us, 84%.
-    backward 4x512x4096 (83.9 MB) 29.83 us, 66%;         1x2048x5120 (104.9 MB) 35.79 us, 69%.
-  What limits them now: the forward's steady state is near copy speed (the 16.8 MB
-  between the two shapes cost 4.12 us, 4.08 TB/s); it loses a fixed ~3 us per launch,
-  by the timings (not a profile) the per-row chain (x and residual, reduction, divide
-  and sqrt, w from L2, stores) at the first wave and the last rows. A resident grid prefetching the next row into
+  Measured (H200, numgate-bench kernel clock, bf16, run 16; copy = D2D memcpy, 4246 GB/s):
+    forward  4x512x4096 (67.1 MB) 18.43 us, 86% of copy; 1x2048x5120 (83.9 MB) 22.15 us, 89%.
+    backward 4x512x4096 (83.9 MB) 29.74 us, 66%;         1x2048x5120 (104.9 MB) 35.77 us, 69%.
+  What limits them now: the forward at 2048 rows pays a fixed per-launch cost (512-thread
+  blocks, 4 per SM, 3.9 waves at 4x512x4096; torch.compile 16.69 us there, Liger 22.62 at
+  1x2048x5120 where this kernel wins). A resident grid prefetching the next row into
   registers needed 104 registers (1 block of 320 threads per SM) and took 37.07 us at
   1x2048x5120. The backward (47.50 us at 1x2048x5120 before w went to registers and
   d_residual_out to the row's start, same run) is latency-bound per chunk: at H = 5120,

@@ -65,7 +65,8 @@ policy is rmsnorm's design (rmsnorm_kernels.cu):
   mean^2 each).
 
   forward: one block per row, ONE pass over x from DRAM: each thread caches K units of x
-  (K in {1, 2, 4}, fp64 {1, 2}; preferred block <= 384 threads) through both block
+  (K in {1, 2, 4}, fp64 {1, 2}; preferred block <= 160 threads: 4 units per thread at
+  H = 4096 and 5120, measured fastest) through both block
   reductions (sum x, then sum d^2) and the normalize step. Rows longer than 4096 units
   (fp64: 2048) are rejected (layernorm.cuh).
 
@@ -93,8 +94,10 @@ policy is rmsnorm's design (rmsnorm_kernels.cu):
   of the separate path with K = 2, so their block reduction tree and the order of their
   dw/db sums changed; and the fused chunks are now ~1572864 / H columns instead of
   ~1966080 / H, so the order of the dw/db sums of every fused-path shape changed (fixed
-  orders, within the contract above). The block shapes of all other rows, and so dx and
-  y, are unchanged.
+  orders, within the contract above). The forward's preferred block went from 384 to
+  160 threads on 2026-12-03, so the forward's block shape, and with it y's reduction
+  tree, changed for most H (bf16 4096: 2 x 256 before, 4 x 128 now); the backward's
+  shapes did not change.
 
   Reductions are warp shuffle-xor butterflies plus one shared-memory round across warps
   (common/cuda_utils.cuh), in an order fixed by the block size, which depends only on H,
@@ -105,17 +108,19 @@ policy is rmsnorm's design (rmsnorm_kernels.cu):
   y written, w and b once); backward 3 * rows * H * sizeof(T) + 3 * H * sizeof(T) (x, dy
   read, dx written; w read, dw and db written) plus the partials (2 * chunks * H * acc,
   written and read once).
-  Measured (H200, numgate-bench kernel clock; copy = D2D memcpy, 4272 GB/s):
-    forward  bf16 4x512x4096 (33.6 MB) 14.28 us, 55% of copy; bf16 1x2048x5120 (42.0 MB)
-             17.49 us, 56%; fp16 4x512x4096 13.71 us, 57%; fp32 1x512x5120 8.70 us, 57%.
-    backward bf16 4x512x4096 (50.4 MB) 31.25 us, 38%; bf16 1x2048x5120 (62.9 MB)
-             37.12 us, 40% (44.17 us before w went to registers, same run).
-  What limits them now: the forward's per-row chain is the longest of the four norms
-  (two block reductions, then w and b from L2, then the stores) and a launch of 2048
-  rows is only about two waves of it, so (by the timings, not a profile) the fixed cost
-  at the first wave and the last rows dominates; the backward is latency-bound per chunk (two block reductions per
-  row, 2-3 blocks per SM with db's registers, 2 rows in flight each). Narrow rows are
-  launch-bound: 70000 x 64 forward 44.62 us (one 32-thread block per row).
+  Measured (H200, numgate-bench kernel clock, run 16; copy = D2D memcpy, 4246 GB/s):
+    forward  bf16 4x512x4096 (33.6 MB) 12.16 us, 65% of copy; bf16 1x2048x5120 (42.0 MB)
+             14.57 us, 68%; fp16 4x512x4096 12.08 us; fp32 1x512x5120 8.11 us.
+    backward bf16 4x512x4096 (50.4 MB) 31.34 us, 38%; bf16 1x2048x5120 (62.9 MB)
+             37.17 us, 40%.
+  What limits them now: the forward's per-row chain is the longest of the four norms (two
+  block reductions); the general kernel was issue-bound (Nsight Compute at 2048x4096:
+  DRAM 25% of peak, a warp eligible on 80% of cycles), which the aligned kernel relieves;
+  a launch of 2048 rows is still ~two waves (Liger 10.82 us at 4x512x4096; this kernel
+  wins at 1x2048x5120, torch.compile 17.15). The backward is latency-bound per chunk (two
+  block reductions per row, 2-3 blocks per SM with db's registers, 2 rows in flight
+  each). Narrow rows are
+  launch-bound: 70000 x 64 forward 44.45 us (one 32-thread block per row).
 
 Limits: 1 <= H, rows <= 2^31 - 1 (one block per row in grid.x), rows of at most 4096
 units (fp64: 2048), pointers aligned to sizeof(T), no overlap. Build without --use_fast_math.

@@ -40,7 +40,8 @@ row_norm::OffsetRmsPolicy (rmsnorm's statistic, weight acc(1) + acc(w) formed in
 everything but the policy is rmsnorm's design (see rmsnorm_kernels.cu):
 
   forward: one block per row, x cached in registers (K in {1, 2, 4, 8}, fp64 {1, 2, 4},
-  preferred block <= 384 threads), read once; rows beyond the cache stream (x read twice).
+  preferred block <= 384 threads), read once, by the aligned or the general cached kernel
+  (rmsnorm's); rows beyond the cache stream (x read twice).
 
   backward, fused path (H % VEC == 0 and <= 1024 units per row): one block per chunk of
   ceil(rows / max(1, 1966080 / H)) rows (a function of (rows, H) only) computes dx and
@@ -67,14 +68,13 @@ everything but the policy is rmsnorm's design (see rmsnorm_kernels.cu):
   Minimal bytes per pass: forward 2 * rows * H * sizeof(T) + H * sizeof(T); backward
   3 * rows * H * sizeof(T) + 2 * H * sizeof(T), plus the partials (chunks * H * acc,
   written and read once).
-  Measured (H200, numgate-bench kernel clock, bf16; copy = D2D memcpy, 4272 GB/s):
-    forward  1x2048x5120 (42.0 MB) 13.65 us, 72% of copy (run 14 of 2026-12-02: this
-             kernel is unchanged since; not re-timed on its own in the 2026-12-03 run).
-    backward 4x512x4096  (50.3 MB) 22.56 us, 52%; 1x2048x5120 (62.9 MB) 26.33 us, 56%.
+  Measured (H200, numgate-bench kernel clock, bf16, run 16; copy = D2D memcpy, 4246 GB/s):
+    forward  4x512x4096 (33.6 MB) 10.61 us, 74% of copy; 1x2048x5120 (42.0 MB) 12.83 us, 77%.
+    backward 4x512x4096 (50.3 MB) 22.61 us, 52%; 1x2048x5120 (62.9 MB) 26.39 us, 56%.
   What limits them now: rmsnorm's (rmsnorm_kernels.cu, common/row_norm.cuh): the
-  forward's fixed per-launch chain (x, reduction, divide and sqrt, w from L2, store) at
-  the first wave and the last rows, its steady state at copy speed; the backward's
-  per-chunk latency (2-4 blocks per SM, 2 rows in flight each).
+  forward's fixed per-launch cost at 2048 rows (about two waves of blocks), its steady
+  state near copy speed; the backward's per-chunk latency (2-4 blocks per SM, 2 rows in
+  flight each).
 
 Limits: 1 <= H <= 65536, 0 <= rows <= 2^31 - 1, pointers aligned to sizeof(T), no
 overlap. Build without --use_fast_math.

@@ -57,7 +57,10 @@ row_norm::RmsPolicy (statistic sum x^2, weight w, no residual, no bias). In shor
   K is the smallest of {1, 2, 4, 8} (fp64 {1, 2, 4}) with ceil(units / K) <= 384 threads
   (else the largest K if that needs <= 1024 threads); rows beyond that cache (fp32
   H > 32768, bf16/fp16 H > 65529 or unaligned 65536, fp64 H > 8192) use a streaming
-  kernel that reads x twice (the second read mostly from L2).
+  kernel that reads x twice (the second read mostly from L2). Two cached kernels of the
+  same arithmetic (common/row_norm.cuh): the aligned one when H % VEC == 0 and x, w, y are
+  16-byte aligned (w loaded with x, evict-first x and y, no per-element range tests), the
+  general one otherwise.
 
   backward, fused path (H % VEC == 0 and the row's <= 1024 units fit a block of <= 256
   threads: with x 16-byte aligned bf16/fp16 H <= 8192, fp32 H <= 4096, fp64 H <= 2048).
@@ -94,18 +97,15 @@ row_norm::RmsPolicy (statistic sum x^2, weight w, no residual, no bias). In shor
   written, w once); backward 3 * rows * H * sizeof(T) + 2 * H * sizeof(T) (x, dy read, dx
   written; w read, dw written) plus the partials (chunks * H * sizeof(acc), written once
   and read once: ~8 MB at most on the fused path, L2-resident).
-  Measured (H200, numgate-bench kernel clock, bf16; copy = D2D memcpy, 4272 GB/s):
-    forward  4x512x4096  (33.6 MB) 11.55 us, 68% of copy; 1x8192x4096 (134 MB) 35.35 us, 89%.
-    backward 4x512x4096  (50.3 MB) 22.07 us, 53%;         1x8192x4096 (201 MB) 68.64 us, 69%.
+  Measured (H200, numgate-bench kernel clock, bf16, run 16; copy = D2D memcpy, 4246 GB/s):
+    forward  4x512x4096  (33.6 MB) 10.43 us, 76% of copy; 1x8192x4096 (134 MB) 34.56 us, 91%.
+    backward 4x512x4096  (50.3 MB) 22.05 us, 54%;         1x8192x4096 (201 MB) 67.71 us, 70%.
   What limits them now: the forward's steady state runs at copy speed (the 6144 rows
-  between the two shapes take 23.80 us, 4.23 TB/s); its loss is a fixed ~3.6 us per
-  launch, which the timings (not a profile) point to the per-row chain (load x, block
-  reduction, divide and sqrt, w from L2, store) at the first wave and at the last rows.
-  Preloading w with x (more registers: fewer blocks per SM) and 64-thread blocks measured
-  slower (12.77 and 12.84 us at 4x512x4096), and so did a resident grid prefetching the
-  next rows into registers (12.18 / 41.08 us). The backward is latency-bound per chunk:
-  2-4 blocks per SM, 2 rows in flight each, the block reduction per row; then the
-  stage-2 launch.
+  between the two shapes take 24.1 us, 4.17 TB/s); the 2048-row launch (1.94 waves of
+  256-thread blocks) pays a fixed per-launch cost (Liger 9.69 us). The general kernel was
+  issue-bound (Nsight Compute; common/row_norm.cuh), which the aligned one relieves. The
+  backward is latency-bound per chunk: 2-4 blocks per SM, 2 rows in flight each, the
+  block reduction per row; then the stage-2 launch.
 
 Limits: 1 <= H <= 65536, 0 <= rows <= 2^31 - 1 (at most one block per row in grid.x), pointers
 aligned to sizeof(T), no overlap between tensors. Build without --use_fast_math (the

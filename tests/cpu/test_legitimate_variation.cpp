@@ -79,7 +79,7 @@ struct KnownFalseFail {
   const char* tensor;
 };
 constexpr KnownFalseFail kKnownFalseFails[] = {
-    // fp32 softmax, 8193 keys (the streaming forward), fresh seed 149: blocked4096 with and
+    // fp32 softmax, 8193 keys (the streaming forward), seed index 149 (seed 0x1e9a1 + 149 x 7919): blocked4096 with and
     // without FMA, tensor y: max-abs 5.0e-10 against the threshold 3.5e-10.
     {"softmax", "fp32_2x8193_seed56_legit149", "blocked4096", "y"},
     {"softmax", "fp32_2x8193_seed56_legit149", "blocked4096+FMA", "y"},
@@ -144,6 +144,9 @@ void expect_legitimate_variation_passes(const std::string& op_name) {
         if (r.rounding_rule_valid && r.target_misrounded > 0) ++rule_fails;
         if (r.verdict == Verdict::pass || r.verdict == Verdict::pass_with_limitations) continue;
         if (r.verdict == Verdict::fail && is_known_false_fail(op_name, c.name, std::string(policy_name(p)), name)) {
+          // Excused only as what it is: a FAIL by the max-abs threshold, the rounding rule silent.
+          EXPECT_TRUE(r.gate_valid && r.target_error > r.threshold && r.target_misrounded == 0)
+              << op_name << " " << c.name << ": the known false-fail now fails for another reason:\n" << describe(r, d.spec);
           ++known_hit;
           std::cout << "[ legitimate variation ] KNOWN FALSE-FAIL (README, Known gate false-fail): " << op_name
                     << " case " << c.name << " (" << policy_name(p) << ") tensor " << name << "\n";
