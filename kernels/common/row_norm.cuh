@@ -109,10 +109,12 @@ using numgate::device::grid_shift;
 using numgate::device::keep_packed;
 using numgate::device::kVec;
 using numgate::device::load_unit;
+using numgate::device::load_unit_hint;
 using numgate::device::mul_rn;
 using numgate::device::pack_from_acc;
 using numgate::device::sqrt_rn;
 using numgate::device::store_unit;
+using numgate::device::store_unit_hint;
 using numgate::device::sub_rn;
 using numgate::device::to_acc;
 using numgate::device::Unit;
@@ -232,14 +234,42 @@ __device__ __forceinline__ acc_t<T> y_of(acc_t<T> v, acc_t<T> mean, acc_t<T> r, 
 
 __device__ __forceinline__ bool in_row(int lo, int j, int n) { return lo + j >= 0 && lo + j < n; }
 
-/// A 16-byte vector as a unit and back (the aligned forward's loads and stores).
-template <typename T>
-__device__ __forceinline__ Unit<T> as_unit(uint4 q) {
-  return Unit<T>{{q.x, q.y, q.z, q.w}};
-}
-template <typename T>
-__device__ __forceinline__ uint4 as_uint4(const Unit<T>& u) {
-  return make_uint4(u.w[0], u.w[1], u.w[2], u.w[3]);
+/// The forward's statistics after its first sum s (sum v^2, or sum v): the block sum, then
+/// for mean/variance policies the mean and the sum of squared deviations over the slots
+/// where counted(k, j) (the real elements of the row), the second block sum; r by
+/// rstd_of. Re-packs the cached units for the normalize step. Shared by the cached and the
+/// aligned forward kernels, which differ only in how they tell real elements from padding.
+template <class P, typename T, int K, int KR, class Counted>
+__device__ __forceinline__ void forward_statistics(acc_t<T> (&s)[1], Unit<T> (&xc)[K], Unit<T> (&rc)[KR],
+                                                   acc_t<T> (*red)[32], int hidden, acc_t<T> eps,
+                                                   acc_t<T>& mean, acc_t<T>& r, Counted&& counted) {
+  using A = acc_t<T>;
+  constexpr int V = kVec<T>;
+  block_sum<1>(s, red);
+  mean = A(0);
+  if constexpr (P::kMeanVar) {
+    mean = div_rn(s[0], A(hidden));
+#pragma unroll
+    for (int k = 0; k < K; ++k) keep_packed(xc[k]);
+    A q[1] = {A(0)};
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        const A d = value<P, T>(xc[k], rc[P::kResidual ? k : 0], j) - mean;
+        if (counted(k, j)) q[0] += d * d;
+      }
+    }
+    block_sum<1>(q, red);
+    r = rstd_of(q[0], hidden, eps);
+  } else {
+    r = rstd_of(s[0], hidden, eps);
+  }
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    keep_packed(xc[k]);
+    if constexpr (P::kResidual) keep_packed(rc[k]);
+  }
 }
 
 }  // namespace detail
@@ -337,35 +367,10 @@ __global__ void __launch_bounds__(kMaxThreads) row_norm_forward_cached_kernel(co
       }
     }
   }
-  block_sum<1>(s, red);
-  A mean = A(0);
-  A r;
-  if constexpr (P::kMeanVar) {
-    mean = div_rn(s[0], A(hidden));
-#pragma unroll
-    for (int k = 0; k < K; ++k) keep_packed(xc[k]);
-    // Sum of squared deviations over the real elements only (padding would add mean^2).
-    A q[1] = {A(0)};
-#pragma unroll
-    for (int k = 0; k < K; ++k) {
-      const int lo = (tid + k * nthr) * V - R.shift;
-#pragma unroll
-      for (int j = 0; j < V; ++j) {
-        const A d = detail::value<P, T>(xc[k], rc[P::kResidual ? k : 0], j) - mean;
-        if (detail::in_row(lo, j, hidden)) q[0] += d * d;
-      }
-    }
-    block_sum<1>(q, red);
-    r = detail::rstd_of(q[0], hidden, a.eps);
-  } else {
-    r = detail::rstd_of(s[0], hidden, a.eps);
-  }
-
-#pragma unroll
-  for (int k = 0; k < K; ++k) {
-    keep_packed(xc[k]);
-    if constexpr (P::kResidual) keep_packed(rc[k]);
-  }
+  A mean, r;
+  detail::forward_statistics<P, T>(s, xc, rc, red, hidden, a.eps, mean, r, [&](int k, int j) {
+    return detail::in_row((tid + k * nthr) * V - R.shift, j, hidden);  // padding would add mean^2
+  });
 #pragma unroll
   for (int k = 0; k < K; ++k) {
     const int u = tid + k * nthr;
@@ -410,9 +415,8 @@ __global__ void __launch_bounds__(kMaxThreads) row_norm_forward_aligned_kernel(c
   const int64_t off = static_cast<int64_t>(blockIdx.x) * hidden;
   const int tid = static_cast<int>(threadIdx.x);
   const int nthr = static_cast<int>(blockDim.x);
-  const uint4* xr = reinterpret_cast<const uint4*>(a.x + off);
-  uint4* yr = reinterpret_cast<uint4*>(a.y + off);
-  const uint4* wv = reinterpret_cast<const uint4*>(a.w);
+  const T* xr = a.x + off;
+  T* yr = a.y + off;
 
   constexpr int KW = kPre ? K : 1;
   constexpr int KWB = (kPre && P::kBias) ? K : 1;
@@ -423,8 +427,8 @@ __global__ void __launch_bounds__(kMaxThreads) row_norm_forward_aligned_kernel(c
     xc[k] = zero_unit<T>();
     if constexpr (P::kResidual) rc[k] = zero_unit<T>();
     if (u < nunits) {
-      xc[k] = detail::as_unit<T>(__ldcs(xr + u));
-      if constexpr (P::kResidual) rc[k] = detail::as_unit<T>(__ldcs(reinterpret_cast<const uint4*>(a.res + off) + u));
+      xc[k] = load_unit_hint<true>(xr, u * V, hidden, true);
+      if constexpr (P::kResidual) rc[k] = load_unit_hint<true>(a.res + off, u * V, hidden, true);
     }
   }
   if constexpr (kPre) {
@@ -432,8 +436,8 @@ __global__ void __launch_bounds__(kMaxThreads) row_norm_forward_aligned_kernel(c
     for (int k = 0; k < K; ++k) {
       const int u = tid + k * nthr;
       if (u < nunits) {
-        wc[k] = detail::as_unit<T>(wv[u]);
-        if constexpr (P::kBias) bc[k] = detail::as_unit<T>(reinterpret_cast<const uint4*>(a.b)[u]);
+        wc[k] = load_unit(a.w, u * V, hidden, true);
+        if constexpr (P::kBias) bc[k] = load_unit(a.b, u * V, hidden, true);
       }
     }
   }
@@ -453,39 +457,13 @@ __global__ void __launch_bounds__(kMaxThreads) row_norm_forward_aligned_kernel(c
         }
       }
       if constexpr (P::kResidual) {
-        __stcs(reinterpret_cast<uint4*>(a.res_out + off) + tid + k * nthr, detail::as_uint4(pack_from_acc<T>(v)));
+        store_unit_hint<true>(a.res_out + off, (tid + k * nthr) * V, hidden, true, pack_from_acc<T>(v));
       }
     }
   }
-  block_sum<1>(s, red);
-  A mean = A(0);
-  A r;
-  if constexpr (P::kMeanVar) {
-    mean = div_rn(s[0], A(hidden));
-#pragma unroll
-    for (int k = 0; k < K; ++k) keep_packed(xc[k]);
-    A q[1] = {A(0)};
-#pragma unroll
-    for (int k = 0; k < K; ++k) {
-      if (tid + k * nthr < nunits) {
-#pragma unroll
-        for (int j = 0; j < V; ++j) {
-          const A d = detail::value<P, T>(xc[k], rc[P::kResidual ? k : 0], j) - mean;
-          q[0] += d * d;
-        }
-      }
-    }
-    block_sum<1>(q, red);
-    r = detail::rstd_of(q[0], hidden, a.eps);
-  } else {
-    r = detail::rstd_of(s[0], hidden, a.eps);
-  }
-
-#pragma unroll
-  for (int k = 0; k < K; ++k) {
-    keep_packed(xc[k]);
-    if constexpr (P::kResidual) keep_packed(rc[k]);
-  }
+  A mean, r;
+  detail::forward_statistics<P, T>(s, xc, rc, red, hidden, a.eps, mean, r,
+                                   [&](int k, int) { return tid + k * nthr < nunits; });
 #pragma unroll
   for (int k = 0; k < K; ++k) {
     const int u = tid + k * nthr;
@@ -495,15 +473,15 @@ __global__ void __launch_bounds__(kMaxThreads) row_norm_forward_aligned_kernel(c
         wu = wc[k];
         bu = bc[P::kBias ? k : 0];
       } else {
-        wu = detail::as_unit<T>(wv[u]);
+        wu = load_unit(a.w, u * V, hidden, true);
         bu = wu;
-        if constexpr (P::kBias) bu = detail::as_unit<T>(reinterpret_cast<const uint4*>(a.b)[u]);
+        if constexpr (P::kBias) bu = load_unit(a.b, u * V, hidden, true);
       }
       A out[V];
 #pragma unroll
       for (int j = 0; j < V; ++j)
         out[j] = detail::y_of<P, T>(detail::value<P, T>(xc[k], rc[P::kResidual ? k : 0], j), mean, r, wu, bu, j);
-      __stcs(yr + u, detail::as_uint4(pack_from_acc<T>(out)));
+      store_unit_hint<true>(yr, u * V, hidden, true, pack_from_acc<T>(out));
     }
   }
 }
