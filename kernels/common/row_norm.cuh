@@ -234,6 +234,22 @@ __device__ __forceinline__ acc_t<T> y_of(acc_t<T> v, acc_t<T> mean, acc_t<T> r, 
 
 __device__ __forceinline__ bool in_row(int lo, int j, int n) { return lo + j >= 0 && lo + j < n; }
 
+/// The forward's first sum over one cached unit: v = the row values of its slots, s +=
+/// v (mean/variance policies) or v^2 (RMS), in slot order.
+template <class P, typename T>
+__device__ __forceinline__ void first_sum(const Unit<T>& xu, const Unit<T>& ru, acc_t<T> (&v)[kVec<T>],
+                                          acc_t<T>& s) {
+#pragma unroll
+  for (int j = 0; j < kVec<T>; ++j) {
+    v[j] = value<P, T>(xu, ru, j);
+    if constexpr (P::kMeanVar) {
+      s += v[j];
+    } else {
+      s += v[j] * v[j];
+    }
+  }
+}
+
 /// The forward's statistics after its first sum s (sum v^2, or sum v): the block sum, then
 /// for mean/variance policies the mean and the sum of squared deviations over the slots
 /// where counted(k, j) (the real elements of the row), the second block sum; r by
@@ -350,15 +366,7 @@ __global__ void __launch_bounds__(kMaxThreads) row_norm_forward_cached_kernel(co
 #pragma unroll
   for (int k = 0; k < K; ++k) {
     A v[V];
-#pragma unroll
-    for (int j = 0; j < V; ++j) {
-      v[j] = detail::value<P, T>(xc[k], rc[P::kResidual ? k : 0], j);
-      if constexpr (P::kMeanVar) {
-        s[0] += v[j];
-      } else {
-        s[0] += v[j] * v[j];
-      }
-    }
+    detail::first_sum<P, T>(xc[k], rc[P::kResidual ? k : 0], v, s[0]);
     if constexpr (P::kResidual) {
       const int u = tid + k * nthr;
       if (u < R.nunits) {
@@ -447,15 +455,7 @@ __global__ void __launch_bounds__(kMaxThreads) row_norm_forward_aligned_kernel(c
   for (int k = 0; k < K; ++k) {
     if (tid + k * nthr < nunits) {
       A v[V];
-#pragma unroll
-      for (int j = 0; j < V; ++j) {
-        v[j] = detail::value<P, T>(xc[k], rc[P::kResidual ? k : 0], j);
-        if constexpr (P::kMeanVar) {
-          s[0] += v[j];
-        } else {
-          s[0] += v[j] * v[j];
-        }
-      }
+      detail::first_sum<P, T>(xc[k], rc[P::kResidual ? k : 0], v, s[0]);
       if constexpr (P::kResidual) {
         store_unit_hint<true>(a.res_out + off, (tid + k * nthr) * V, hidden, true, pack_from_acc<T>(v));
       }
