@@ -576,8 +576,8 @@ int run(const Options& opt, numgate::bench::Results& res) {
   for (const BenchCase& bc : cases) run_case(bc, dev, opt, stream, res);
   BENCH_CUDA(cudaStreamDestroy(stream));
   if (res.peers) {
-    std::printf("bench peers: %s (%zu rows, device %s)\n", res.peers->file.c_str(), res.peers->rows.size(),
-                res.peers->device.c_str());
+    std::printf("bench peers: %s (%zu rows, device %s, peers' outputs %s)\n", res.peers->file.c_str(),
+                res.peers->rows.size(), res.peers->device.c_str(), res.peers->outputs.c_str());
     for (numgate::bench::Line& l : res.lines) {
       l.peer = numgate::bench::compare_with_peers(l, *res.peers);
       std::fputs(numgate::bench::peer_line(l).c_str(), stdout);

@@ -55,6 +55,11 @@ Peers read_peers(const std::string& path) {
   Peers p;
   p.file = path;
   if (j.contains("device") && j["device"].is_string()) p.device = j["device"].get<std::string>();
+  if (j.contains("outputs")) {
+    if (!j["outputs"].is_string() || (j["outputs"] != "reuse" && j["outputs"] != "rotate"))
+      fail("field 'outputs' must be \"reuse\" or \"rotate\" (bench_peers.py --outputs)");
+    p.outputs = j["outputs"].get<std::string>();
+  }
   std::size_t i = 0;
   for (const auto& r : j["rows"]) {
     const std::string at = "rows[" + std::to_string(i++) + "]";
@@ -233,7 +238,7 @@ nlohmann::ordered_json to_json(const Results& r) {
   }
   if (r.peers) {
     const PeerSummary s = summarize_peers(r.lines);
-    j["peers"] = {{"file", r.peers->file}, {"device", r.peers->device}, {"won", s.won},
+    j["peers"] = {{"file", r.peers->file}, {"device", r.peers->device}, {"outputs", r.peers->outputs}, {"won", s.won},
                   {"lost", s.lost},        {"event_won", s.event_won},  {"no_peer", s.no_peer}};
   } else {
     j["peers"] = nullptr;

@@ -50,7 +50,8 @@
 //       }
 //     }],
 //     "peers": null | {                    with --peers
-//       "file": string, "device": string, "won": integer, "lost": integer,
+//       "file": string, "device": string, "outputs": string ("reuse" | "rotate"),
+//       "won": integer, "lost": integer,
 //       "event_won": integer,              rows won also by the event-timed median
 //       "no_peer": integer                 counted lines without a peer row
 //     },
@@ -100,6 +101,10 @@ struct PeerRow {
 
 struct Peers {
   std::string file, device;
+  /// The peers' output handling (bench_peers.py --outputs): "reuse" (each call's results
+  /// dropped: the allocator hands the next call the same, L2-warm output blocks; also what
+  /// a file without the field means) or "rotate" (outputs rotate with the input sets).
+  std::string outputs = "reuse";
   std::vector<PeerRow> rows;
 };
 

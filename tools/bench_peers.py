@@ -18,6 +18,12 @@ cache, and consecutive calls use consecutive sets (cold L2, as in a model step).
 warm-up calls, --iters calls run under the PyTorch profiler (CUPTI); a call's time is the
 sum of the durations of every GPU activity (kernels, memsets, copies) the profiler records,
 divided by the number of calls: GPU time only, no launch gaps, no host overhead.
+Outputs (--outputs): "reuse" (the default, the method of issue 12's table) drops each call's
+results, so PyTorch's caching allocator hands the next call the same output blocks, whose
+lines the previous call left in L2 when they fit (a peer's output smaller than L2 is then
+written over warm, possibly still dirty, lines); "rotate" keeps the results of the last
+sets + 1 calls alive, so the output blocks rotate with the input sets, as numgate-bench's
+outputs do (every numgate launch writes the outputs of its own set).
 
 Semantics. Each peer computes what numgate's pass reads and writes (numgate's descriptors:
 tools/../kernels/*/..._oracle.cpp), in the same dtype, with FP32 math inside:
@@ -42,7 +48,7 @@ tools/../kernels/*/..._oracle.cpp), in the same dtype, with FP32 math inside:
 Output (--out, JSON, schema_version 1; numgate-bench --peers reads it):
   {"schema_version": 1, "device": str, "torch": str, "triton": str,
    "liger": null | {"path": str, "commit": str | null},
-   "iters": int, "warmup": int,
+   "iters": int, "warmup": int, "outputs": "reuse" | "rotate",
    "rows": [{"op", "pass" ("forward" | "backward" | "fused"), "dtype", "shape": [int],
              "params": {name: number}, "peer" ("torch.compile" | "liger"),
              "kernel_us": number (GPU time per call, microseconds), "activities": number
@@ -53,6 +59,7 @@ Exit status: 0 written (possibly with errors listed); 2 bad arguments or unreada
 """
 
 import argparse
+import collections
 import glob
 import json
 import math
@@ -592,6 +599,9 @@ def main():
     ap.add_argument("--liger", default=None, help="Liger-Kernel source tree (repository or its src/)")
     ap.add_argument("--dtypes", default="bf16", help="comma-separated dtypes to time (default bf16)")
     ap.add_argument("--ops", default="", help="comma-separated ops (default: every op in the bench files)")
+    ap.add_argument("--outputs", choices=("reuse", "rotate"), default="reuse",
+                    help="reuse: drop each call's results (the allocator reuses one output block); "
+                         "rotate: keep the last sets + 1 results alive (outputs rotate like numgate-bench's)")
     ap.add_argument("--iters", type=int, default=50)
     ap.add_argument("--warmup", type=int, default=5)
     a = ap.parse_args()
@@ -646,13 +656,23 @@ def main():
                 free, _ = torch.cuda.mem_get_info()
                 n = sets_for(fp, l2, set_bytes * 2, free)
                 sets = [s0] + [mk() for _ in range(n - 1)]
-                us, acts = gpu_time_per_call(torch, lambda i: call(sets[i]), n, a.iters, a.warmup)
+                if a.outputs == "rotate":
+                    ring = collections.deque(maxlen=n + 1)  # the last n + 1 results stay allocated
+
+                    def timed(i, ring=ring, sets=sets, call=call):
+                        ring.append(call(sets[i]))
+                else:
+                    def timed(i, sets=sets, call=call):
+                        call(sets[i])
+                us, acts = gpu_time_per_call(torch, timed, n, a.iters, a.warmup)
                 rows.append({"op": c["op"], "pass": pas, "dtype": c["dtype"], "shape": c["shape"], "params": c["params"],
                              "peer": peer, "kernel_us": us, "activities": acts, "same_semantics": same, "note": note,
                              "sets": n})
                 print(f"peer {tag}: {us:.2f} us/call ({acts:.1f} GPU activities/call, {n} input sets)"
                       + ("" if same else "  [different semantics]"), flush=True)
                 del sets, s0
+                if a.outputs == "rotate":
+                    del ring
             except Exception as e:  # noqa: BLE001
                 msg = f"{tag}: {type(e).__name__}: {e}"
                 errors.append(msg)
@@ -660,7 +680,7 @@ def main():
                 traceback.print_exc(limit=2)
             torch.cuda.empty_cache()
     doc = {"schema_version": 1, "device": props.name, "torch": torch.__version__, "triton": triton.__version__,
-           "liger": liger, "iters": a.iters, "warmup": a.warmup, "rows": rows, "errors": errors}
+           "liger": liger, "iters": a.iters, "warmup": a.warmup, "outputs": a.outputs, "rows": rows, "errors": errors}
     d = os.path.dirname(os.path.abspath(a.out))
     fd, tmp = tempfile.mkstemp(dir=d, prefix=".peers.", suffix=".json")
     with os.fdopen(fd, "w") as f:

@@ -816,6 +816,9 @@ TEST(BenchPeers, TheFastestPeerOfTheSameSemanticsAtTheSameShapeAndParametersIsCh
       peer_row("torch.compile", "backward", 38.1)));
   ASSERT_EQ(p.rows.size(), 6u);
   EXPECT_EQ(p.device, "NVIDIA H200");
+  EXPECT_EQ(p.outputs, "reuse");  // a file without the field: bench_peers.py's default
+  const std::string rotated = R"({"schema_version": 1, "outputs": "rotate", "rows": []})";
+  EXPECT_EQ(peers_from(rotated).outputs, "rotate");
   const auto m = bench::compare_with_peers(rms_line("Forward", 9.0, 11.2), p);
   ASSERT_TRUE(m.has_value());
   EXPECT_EQ(m->best.peer, "liger");
@@ -904,6 +907,7 @@ TEST(BenchPeers, AMalformedPeersFileIsRefusedNamingTheFileRowAndField) {
   EXPECT_PRED2(has_substr, error_of("{"), "is not JSON");
   EXPECT_PRED2(has_substr, error_of(R"({"schema_version": 2, "rows": []})"), "'schema_version' must be 1");
   EXPECT_PRED2(has_substr, error_of(R"({"schema_version": 1})"), "field 'rows'");
+  EXPECT_PRED2(has_substr, error_of(R"({"schema_version": 1, "outputs": "keep", "rows": []})"), "field 'outputs'");
   EXPECT_PRED2(has_substr, error_of(peers_doc(peer_row("liger", "sideways", 1.0))), "rows[0]: field 'pass'");
   EXPECT_PRED2(has_substr, error_of(peers_doc(peer_row("liger", "forward", 1.0) + "," + peer_row("liger", "forward", -1.0))),
                "rows[1]: field 'kernel_us' must be a positive number");

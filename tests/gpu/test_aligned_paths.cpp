@@ -1,0 +1,296 @@
+// Kernels with an aligned fast path give the bits of their general kernel.
+//
+// Row norms (NormForwardPaths). The row-norm forwards' two kernels give the same bits (common/row_norm.cuh): the aligned
+// kernel (hidden % VEC == 0 and every tensor 16-byte aligned) and the cached kernel (every
+// other alignment) are meant to do the same operations in the same order at the same block
+// shape. The block shape depends on (policy, hidden, dtype, x's 16-byte phase) only, so a
+// launch with x aligned and only y (and, for fused add, residual_out) one element off a
+// 16-byte boundary takes the cached kernel at the aligned launch's block shape. For every
+// norm op, every dtype and hidden sizes at each forward block size (K = 1, 2, 4, 8 units per
+// thread), y (and residual_out) of the two launches must be BITWISE equal; rows of random
+// values, one all-zero row (r = 1 / sqrt(eps)) and one row of huge values.
+//
+// The check's mutant: the cached launch with eps = 1e-3 instead of 1e-6 (r smaller by about
+// 0.15% on the random rows) must be told apart at every shape.
+//
+// GLU (GluPaths). SwiGLU and both GeGLU forms, forward and backward: the aligned kernels
+// (n % VEC == 0, every tensor 16-byte aligned) and the general kernel (virtual 16-byte grid
+// anchored at a) compute each element by the same operations (glu_kernels.cu); with a and b
+// aligned and only the outputs one element off 16 bytes the general kernel runs, and every
+// output must be bitwise the aligned launch's. Mutant: the general launch with b's last
+// element changed must be told apart (at that element only).
+//
+// Without a CUDA device (or with --op naming other ops) the tests are skipped.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "fused_add_rmsnorm/fused_add_rmsnorm.cuh"
+#include "glu/glu.cuh"
+#include "layernorm/layernorm.cuh"
+#include "offset_rmsnorm/offset_rmsnorm.cuh"
+#include "replay.h"
+#include "rmsnorm/rmsnorm.cuh"
+
+namespace numgate {
+namespace {
+
+using numgate::testing::config;
+using numgate::testing::selected;
+
+std::string skip_reason(const std::string& op) {
+  if (!selected(op)) return op + " not selected by --op";
+  return config().have_device ? "" : config().no_device_reason;
+}
+
+/// Deterministic host stream (splitmix64), uniform in [-1, 1).
+struct Rng {
+  std::uint64_t s;
+  double next() {
+    std::uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return static_cast<double>((z ^ (z >> 31)) >> 11) * 0x1.0p-52 - 1.0;
+  }
+};
+
+template <class T>
+T from_double(double v) {
+  if constexpr (std::is_same_v<T, __half>) return __float2half_rn(static_cast<float>(v));
+  else if constexpr (std::is_same_v<T, __nv_bfloat16>) return __float2bfloat16_rn(static_cast<float>(v));
+  else return static_cast<T>(v);
+}
+
+/// A device buffer of `n` elements of T placed `offset` elements past a 256-byte aligned
+/// allocation (offset 1: not 16-byte aligned).
+template <class T>
+struct Placed {
+  void* base = nullptr;
+  T* p = nullptr;
+  std::size_t n;
+  Placed(std::size_t count, int offset) : n(count) {
+    if (cudaMalloc(&base, (count + 16) * sizeof(T)) != cudaSuccess) throw std::runtime_error("cudaMalloc");
+    p = static_cast<T*>(base) + offset;
+    if (cudaMemset(base, 0xA5, (count + 16) * sizeof(T)) != cudaSuccess) throw std::runtime_error("memset");
+  }
+  ~Placed() { cudaFree(base); }
+  Placed(const Placed&) = delete;
+  Placed& operator=(const Placed&) = delete;
+  void put(const std::vector<T>& h) {
+    if (cudaMemcpy(p, h.data(), n * sizeof(T), cudaMemcpyHostToDevice) != cudaSuccess) throw std::runtime_error("upload");
+  }
+  std::vector<unsigned char> get() const {
+    std::vector<unsigned char> h(n * sizeof(T));
+    if (cudaMemcpy(h.data(), p, h.size(), cudaMemcpyDeviceToHost) != cudaSuccess) throw std::runtime_error("download");
+    return h;
+  }
+};
+
+enum class Op { rmsnorm, offset_rmsnorm, fused_add_rmsnorm, layernorm };
+
+/// Outputs of one forward launch: y, and residual_out (fused add; empty otherwise).
+struct Out {
+  std::vector<unsigned char> y, res_out;
+};
+
+/// One forward of `op` with x, residual, w, b 16-byte aligned and the outputs `out_offset`
+/// elements off a 16-byte boundary.
+template <class T>
+Out launch(Op op, const std::vector<T>& x, const std::vector<T>& res, const std::vector<T>& w,
+           const std::vector<T>& b, std::int64_t rows, std::int64_t hidden, double eps, int out_offset) {
+  const std::size_t n = static_cast<std::size_t>(rows * hidden), h = static_cast<std::size_t>(hidden);
+  Placed<T> dx(n, 0), dr(n, 0), dw(h, 0), db(h, 0), dy(n, out_offset), dro(n, out_offset);
+  dx.put(x);
+  dr.put(res);
+  dw.put(w);
+  db.put(b);
+  cudaError_t e = cudaSuccess;
+  switch (op) {
+    case Op::rmsnorm: e = rmsnorm::forward<T>(dx.p, dw.p, dy.p, rows, hidden, eps, 0); break;
+    case Op::offset_rmsnorm: e = offset_rmsnorm::forward<T>(dx.p, dw.p, dy.p, rows, hidden, eps, 0); break;
+    case Op::fused_add_rmsnorm:
+      e = fused_add_rmsnorm::forward<T>(dx.p, dr.p, dw.p, dro.p, dy.p, rows, hidden, eps, 0);
+      break;
+    case Op::layernorm: e = layernorm::forward<T>(dx.p, dw.p, db.p, dy.p, rows, hidden, eps, 0); break;
+  }
+  if (e != cudaSuccess) throw std::runtime_error(std::string("forward launch: ") + cudaGetErrorString(e));
+  if (cudaDeviceSynchronize() != cudaSuccess) throw std::runtime_error("forward kernel failed");
+  Out o;
+  o.y = dy.get();
+  if (op == Op::fused_add_rmsnorm) o.res_out = dro.get();
+  return o;
+}
+
+/// Index of the first differing element (of `es` bytes), or -1.
+std::int64_t first_difference(const std::vector<unsigned char>& a, const std::vector<unsigned char>& b, std::size_t es) {
+  if (a.size() != b.size()) return 0;
+  for (std::size_t i = 0; i < a.size(); i += es)
+    if (std::memcmp(a.data() + i, b.data() + i, es) != 0) return static_cast<std::int64_t>(i / es);
+  return -1;
+}
+
+/// The hidden sizes: each forward block size K = 1, 2, 4, 8 of every policy and dtype is
+/// reached by one of them (units of 16 bytes: 4096 bf16 = 512 units), plus a row of one
+/// unit and rows that are not a multiple of 32 units.
+const std::int64_t kHidden[] = {8, 64, 1000, 4096, 5120, 8192, 16384};
+
+template <class T>
+void check_paths(Op op, const char* op_name, const char* dtype) {
+  constexpr std::int64_t rows = 5;
+  const double eps = 1e-6;
+  int compared = 0, mutants_caught = 0;
+  for (const std::int64_t hidden : kHidden) {
+    if (hidden * static_cast<std::int64_t>(sizeof(T)) % 16 != 0) continue;  // the aligned kernel needs hidden % VEC == 0
+    // LayerNorm has no streaming kernel: rows above its register cache (4 units per thread,
+    // 2 for double, at most 1024 threads) are refused.
+    const std::int64_t ln_max_units = (sizeof(T) == 8 ? 2 : 4) * 1024;
+    if (op == Op::layernorm && hidden * static_cast<std::int64_t>(sizeof(T)) / 16 > ln_max_units) continue;
+    const std::size_t n = static_cast<std::size_t>(rows * hidden);
+    Rng rng{0x5EED0000ull + static_cast<std::uint64_t>(hidden)};
+    std::vector<T> x(n), r(n), w(static_cast<std::size_t>(hidden)), b(static_cast<std::size_t>(hidden));
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::int64_t row = static_cast<std::int64_t>(i) / hidden;
+      x[i] = from_double<T>(row == 1 ? 0.0 : row == 2 ? 3.0e4 * rng.next() : 4.0 * rng.next());
+      r[i] = from_double<T>(2.0 * rng.next());
+    }
+    for (auto& v : w) v = from_double<T>(1.0 + 0.5 * rng.next());
+    for (auto& v : b) v = from_double<T>(0.25 * rng.next());
+    const Out aligned = launch<T>(op, x, r, w, b, rows, hidden, eps, 0);
+    const Out cached = launch<T>(op, x, r, w, b, rows, hidden, eps, 1);
+    const std::int64_t dy = first_difference(aligned.y, cached.y, sizeof(T));
+    EXPECT_EQ(dy, -1) << op_name << " " << dtype << " [" << rows << " x " << hidden
+                      << "]: y of the aligned kernel and of the cached kernel (y one element off 16 bytes) differ, first at "
+                         "element "
+                      << dy << " (row " << dy / hidden << ")";
+    if (op == Op::fused_add_rmsnorm) {
+      const std::int64_t dr = first_difference(aligned.res_out, cached.res_out, sizeof(T));
+      EXPECT_EQ(dr, -1) << op_name << " " << dtype << " [" << rows << " x " << hidden
+                        << "]: residual_out of the two kernels differs, first at element " << dr;
+    }
+    ++compared;
+    // The mutant: the cached launch with eps = 1e-3.
+    const Out mutant = launch<T>(op, x, r, w, b, rows, hidden, 1e-3, 1);
+    if (first_difference(aligned.y, mutant.y, sizeof(T)) >= 0) ++mutants_caught;
+  }
+  EXPECT_GT(compared, 0) << op_name << " " << dtype << ": no hidden size compared";
+  EXPECT_EQ(mutants_caught, compared) << op_name << " " << dtype
+                                      << ": the eps mutant was not told apart at every shape (the comparison is blind)";
+}
+
+void run_all(Op op, const char* name) {
+  check_paths<__nv_bfloat16>(op, name, "bf16");
+  check_paths<__half>(op, name, "fp16");
+  check_paths<float>(op, name, "fp32");
+  check_paths<double>(op, name, "fp64");
+}
+
+TEST(NormForwardPaths, RmsnormAlignedAndCachedKernelsGiveTheSameBits) {
+  const std::string why = skip_reason("rmsnorm");
+  if (!why.empty()) GTEST_SKIP() << why;
+  run_all(Op::rmsnorm, "rmsnorm");
+}
+TEST(NormForwardPaths, OffsetRmsnormAlignedAndCachedKernelsGiveTheSameBits) {
+  const std::string why = skip_reason("offset_rmsnorm");
+  if (!why.empty()) GTEST_SKIP() << why;
+  run_all(Op::offset_rmsnorm, "offset_rmsnorm");
+}
+TEST(NormForwardPaths, FusedAddRmsnormAlignedAndCachedKernelsGiveTheSameBits) {
+  const std::string why = skip_reason("fused_add_rmsnorm");
+  if (!why.empty()) GTEST_SKIP() << why;
+  run_all(Op::fused_add_rmsnorm, "fused_add_rmsnorm");
+}
+TEST(NormForwardPaths, LayernormAlignedAndCachedKernelsGiveTheSameBits) {
+  const std::string why = skip_reason("layernorm");
+  if (!why.empty()) GTEST_SKIP() << why;
+  run_all(Op::layernorm, "layernorm");
+}
+
+// ---- GLU ------------------------------------------------------------------------------
+
+enum class Glu { swiglu, geglu_erf, geglu_tanh };
+
+/// Forward y and backward da, db of one GLU launch pair with a, b, dy aligned and the
+/// outputs `out_offset` elements off a 16-byte boundary.
+template <class T>
+std::vector<std::vector<unsigned char>> glu_launch(Glu g, const std::vector<T>& a, const std::vector<T>& b,
+                                                  const std::vector<T>& gy, int out_offset) {
+  const std::size_t n = a.size();
+  Placed<T> da_in(n, 0), db_in(n, 0), dg(n, 0), y(n, out_offset), da(n, out_offset), db(n, out_offset);
+  da_in.put(a);
+  db_in.put(b);
+  dg.put(gy);
+  const std::int64_t nn = static_cast<std::int64_t>(n);
+  cudaError_t e1, e2;
+  if (g == Glu::swiglu) {
+    e1 = glu::swiglu_forward<T>(da_in.p, db_in.p, y.p, nn, 0);
+    e2 = glu::swiglu_backward<T>(da_in.p, db_in.p, dg.p, da.p, db.p, nn, 0);
+  } else {
+    const bool tanh_form = g == Glu::geglu_tanh;
+    e1 = glu::geglu_forward<T>(da_in.p, db_in.p, y.p, nn, tanh_form, 0);
+    e2 = glu::geglu_backward<T>(da_in.p, db_in.p, dg.p, da.p, db.p, nn, tanh_form, 0);
+  }
+  if (e1 != cudaSuccess || e2 != cudaSuccess) throw std::runtime_error("GLU launch failed");
+  if (cudaDeviceSynchronize() != cudaSuccess) throw std::runtime_error("GLU kernel failed");
+  return {y.get(), da.get(), db.get()};
+}
+
+template <class T>
+void check_glu(Glu g, const char* name, const char* dtype) {
+  const char* outs[] = {"y", "da", "db"};
+  for (const std::size_t n : {std::size_t(64), std::size_t(4096) * 3, std::size_t(1) << 20}) {
+    Rng rng{0x61550000ull + n};
+    std::vector<T> a(n), b(n), gy(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      a[i] = from_double<T>(8.0 * rng.next());
+      b[i] = from_double<T>(2.0 * rng.next());
+      gy[i] = from_double<T>(rng.next());
+    }
+    const auto al = glu_launch<T>(g, a, b, gy, 0);
+    const auto gen = glu_launch<T>(g, a, b, gy, 1);
+    for (int t = 0; t < 3; ++t) {
+      const std::int64_t d = first_difference(al[t], gen[t], sizeof(T));
+      EXPECT_EQ(d, -1) << name << " " << dtype << " n = " << n << ": " << outs[t]
+                       << " of the aligned and the general kernel differ, first at element " << d;
+    }
+    // The mutant: b's last element changed (to -0.75 or 0.75, the other sign) in the general
+    // launch: y must differ at that element only (act(a) != 0: a is a nonzero draw), db
+    // (= dy act(a)) nowhere.
+    std::vector<T> bm = b;
+    bm[n - 1] = from_double<T>(static_cast<double>(static_cast<float>(b[n - 1])) > 0.0 ? -0.75 : 0.75);
+    const auto mut = glu_launch<T>(g, a, bm, gy, 1);
+    EXPECT_EQ(first_difference(al[0], mut[0], sizeof(T)), static_cast<std::int64_t>(n - 1))
+        << name << " " << dtype << " n = " << n << ": the changed b element was not found in y (the comparison is blind)";
+    EXPECT_EQ(first_difference(al[2], mut[2], sizeof(T)), -1)
+        << name << " " << dtype << " n = " << n << ": db does not depend on b, yet it changed";
+  }
+}
+
+void run_glu(Glu g, const char* name) {
+  check_glu<__nv_bfloat16>(g, name, "bf16");
+  check_glu<__half>(g, name, "fp16");
+  check_glu<float>(g, name, "fp32");
+  check_glu<double>(g, name, "fp64");
+}
+
+TEST(GluPaths, SwigluAlignedAndGeneralKernelsGiveTheSameBits) {
+  const std::string why = skip_reason("swiglu");
+  if (!why.empty()) GTEST_SKIP() << why;
+  run_glu(Glu::swiglu, "swiglu");
+}
+TEST(GluPaths, GegluAlignedAndGeneralKernelsGiveTheSameBits) {
+  const std::string why = skip_reason("geglu");
+  if (!why.empty()) GTEST_SKIP() << why;
+  run_glu(Glu::geglu_erf, "geglu (erf)");
+  run_glu(Glu::geglu_tanh, "geglu (tanh)");
+}
+
+}  // namespace
+}  // namespace numgate
