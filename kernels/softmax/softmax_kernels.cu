@@ -387,7 +387,8 @@ __global__ void __launch_bounds__(kThreads) backward_kernel(const T* __restrict_
 /// and dx move with the evict-first hint (load_unit_hint / store_unit_hint,
 /// common/cuda_utils.cuh: ld/st.global.cs where a unit is one 16-byte access).
 template <typename T, int R, bool kStream, int NT = kThreads>
-__global__ void __launch_bounds__(NT) backward_cached_kernel(const T* y, const T* dy, T* dx, int k_len, acc_t<T> sf) {
+__global__ void __launch_bounds__(NT) backward_cached_kernel(const T* __restrict__ y, const T* __restrict__ dy,
+                                                             T* __restrict__ dx, int k_len, acc_t<T> sf) {
   using A = acc_t<T>;
   constexpr int VEC = kVec<T>;
   __shared__ A smem_sum[1][32];
