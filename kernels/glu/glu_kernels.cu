@@ -38,7 +38,12 @@ Design.
   (uniform over the grid): if (ptr - shift) is 16-byte aligned its full units move as one
   16-byte access, else (and for the partial first / last unit) element by element. Any
   element alignment of any pointer is correct; aligned production tensors take the vector
-  path everywhere.
+  path everywhere. When n % VEC == 0 and every tensor is 16-byte aligned (production
+  tensors), the aligned kernels run instead: unit u is elements [u VEC, u VEC + VEC) of
+  every tensor, one 16-byte access each, no grid arithmetic and no element-wise fallback in
+  the code (PTX of the bf16 SiLU kernels: 190 / 392 instructions instead of 559 / 994); the
+  same per-element operations, so the same bits (tests/gpu/test_aligned_paths.cpp, GluPaths:
+  outputs misaligned by one element take the general kernel and must match bitwise).
   One pass, one 16-byte unit per thread: 256-thread blocks, ceil(nunits / 256) of them
   (a flat grid; the loop strides only past 2^31 - 1 blocks). Each thread issues its loads
   (a, b; backward also dy) before the math. Measured alternatives, slower: 2 or 4 units
@@ -52,21 +57,29 @@ Design.
 
 Speed (H200, numgate-bench kernel clock = CUPTI GPU time per launch, bf16; minimal traffic
 = each input read once and each output written once; copy = the same GPU's device-to-device
-memcpy, 4246 GB/s in that run):
+memcpy, 4246 GB/s; run 17, 2026-12-03, the aligned kernels):
   kernel                   shape          bytes     time      of copy  limited by
-  swiglu forward           4x512x12288   151.0 MB   36.14 us   98%     DRAM
-  swiglu backward          4x512x12288   251.7 MB   60.80 us   97%     DRAM
-  swiglu forward           1x512x25600    78.6 MB   19.92 us   93%     DRAM + launch ramp
-  swiglu backward          1x512x25600   131.1 MB   33.11 us   93%     DRAM + launch ramp
-  geglu (erf) forward      4x512x12288   151.0 MB   41.68 us   85%     issue
-  geglu (erf) backward     4x512x12288   251.7 MB   63.79 us   93%     DRAM and issue
-  geglu (tanh) forward     1x512x25600    78.6 MB   21.42 us   86%     issue and launch ramp
-  geglu (tanh) backward    1x512x25600   131.1 MB   34.48 us   89%     issue and launch ramp
+  swiglu forward           4x512x12288   151.0 MB   36.34 us   98%     DRAM
+  swiglu backward          4x512x12288   251.7 MB   60.05 us   99%     DRAM
+  swiglu forward           1x512x25600    78.6 MB   20.01 us   93%     DRAM + launch ramp
+  swiglu backward          1x512x25600   131.1 MB   32.44 us   95%     DRAM + launch ramp
+  geglu (erf) forward      4x512x12288   151.0 MB   40.43 us   88%     issue
+  geglu (erf) backward     4x512x12288   251.7 MB   60.60 us   98%     DRAM and issue
+  geglu (tanh) forward     1x512x25600    78.6 MB   21.62 us   86%     issue and launch ramp
+  geglu (tanh) backward    1x512x25600   131.1 MB   32.76 us   94%     issue and launch ramp
+  The aligned kernels took the backward from 60.84 / 33.11 us (run 17's first call, the
+  general kernel) to 60.05 / 32.44 us; the forwards moved within the run-to-run spread.
+  Not the math: in a scratch harness (the peers' timing method, one process) a SiLU forward
+  with no activation at all (y = a * b) took 19.69 us at 1x512x25600 against 19.75 us with
+  it; nor plain ld.global instead of the read-only (.nc) loads (19.73 us), nor 64-1024
+  threads per block (19.63-19.95 us). torch.compile's kernel takes 18.86 us there when its
+  output block is the one the previous call wrote (still in L2) and 19.60 us when outputs
+  rotate like ours (tools/bench_peers.py --outputs rotate; README, run 17).
   (event-timed medians, which include launch gaps, are 2-3 us longer.) Math per element
   (PTX instructions of the vector path): SiLU 17 forward / 39 backward, erf GELU 37 / 66;
-  at the H200's issue rate 66 per element take ~50 us of the erf backward's 64, and the
+  at the H200's issue rate 66 per element take ~50 us of the erf backward's 61, and the
   erf forward's 37 (Mills-ratio polynomial 11 FMA, reciprocal and Newton step, MUFU.EX2,
-  selects) keep it at 85% of copy. fp32 / fp64 tensors (FP64 math) are not benchmarked.
+  selects) keep it at 88% of copy. fp32 / fp64 tensors (FP64 math) are not benchmarked.
 */
 
 #include "glu/glu.cuh"

@@ -58,7 +58,11 @@ x read once and y written once forward, y and dy read once and dx written once b
             them, 744.7 us without. What separates it from the peer was not isolated
             (candidates timed in that process: 128 and 256 threads per row, with and
             without an aligned variant free of per-element range tests, 739.7-744.7 us
-            without hints; 64, 128, 256 and 512 threads with hints, 788-806 us).
+            without hints; 64, 128, 256 and 512 threads with hints, 788-806 us). Run 17:
+            plain ld.global instead of the read-only .nc loads, in the suite, 744.05 us
+            (not kept); in one process an aligned-only kernel with plain loads 735.4-735.9
+            us against this kernel's 743.0 and torch.compile's 720.4; torch.compile-style
+            two sweeps (evict_last read, evict_first re-read) 791.8-1198.5 us.
 
 Limits: see softmax.cuh. Build without --use_fast_math (the contract names div_rn etc.
 explicitly, so it would not change them, but exp would still be the FP64 libdevice one).
