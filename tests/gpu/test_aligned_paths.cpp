@@ -39,6 +39,7 @@
 #include "glu/glu.cuh"
 #include "layernorm/layernorm.cuh"
 #include "offset_rmsnorm/offset_rmsnorm.cuh"
+#include "host_values.h"
 #include "replay.h"
 #include "rmsnorm/rmsnorm.cuh"
 
@@ -46,29 +47,13 @@ namespace numgate {
 namespace {
 
 using numgate::testing::config;
+using numgate::testing::from_double;
+using Rng = numgate::testing::SplitMix64;
 using numgate::testing::selected;
 
 std::string skip_reason(const std::string& op) {
   if (!selected(op)) return op + " not selected by --op";
   return config().have_device ? "" : config().no_device_reason;
-}
-
-/// Deterministic host stream (splitmix64), uniform in [-1, 1).
-struct Rng {
-  std::uint64_t s;
-  double next() {
-    std::uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return static_cast<double>((z ^ (z >> 31)) >> 11) * 0x1.0p-52 - 1.0;
-  }
-};
-
-template <class T>
-T from_double(double v) {
-  if constexpr (std::is_same_v<T, __half>) return __float2half_rn(static_cast<float>(v));
-  else if constexpr (std::is_same_v<T, __nv_bfloat16>) return __float2bfloat16_rn(static_cast<float>(v));
-  else return static_cast<T>(v);
 }
 
 /// A device buffer of `n` elements of T placed `offset` elements past a 256-byte aligned
@@ -160,11 +145,11 @@ void check_paths(Op op, const char* op_name, const char* dtype) {
     std::vector<T> x(n), r(n), w(static_cast<std::size_t>(hidden)), b(static_cast<std::size_t>(hidden));
     for (std::size_t i = 0; i < n; ++i) {
       const std::int64_t row = static_cast<std::int64_t>(i) / hidden;
-      x[i] = from_double<T>(row == 1 ? 0.0 : row == 2 ? 3.0e4 * rng.next() : 4.0 * rng.next());
-      r[i] = from_double<T>(2.0 * rng.next());
+      x[i] = from_double<T>(row == 1 ? 0.0 : row == 2 ? 3.0e4 * rng.symmetric() : 4.0 * rng.symmetric());
+      r[i] = from_double<T>(2.0 * rng.symmetric());
     }
-    for (auto& v : w) v = from_double<T>(1.0 + 0.5 * rng.next());
-    for (auto& v : b) v = from_double<T>(0.25 * rng.next());
+    for (auto& v : w) v = from_double<T>(1.0 + 0.5 * rng.symmetric());
+    for (auto& v : b) v = from_double<T>(0.25 * rng.symmetric());
     const Out aligned = launch<T>(op, x, r, w, b, rows, hidden, eps, 0);
     const Out cached = launch<T>(op, x, r, w, b, rows, hidden, eps, 1);
     const std::int64_t dy = first_difference(aligned.y, cached.y, sizeof(T));
@@ -251,9 +236,9 @@ void check_glu(Glu g, const char* name, const char* dtype) {
     Rng rng{0x61550000ull + n};
     std::vector<T> a(n), b(n), gy(n);
     for (std::size_t i = 0; i < n; ++i) {
-      a[i] = from_double<T>(8.0 * rng.next());
-      b[i] = from_double<T>(2.0 * rng.next());
-      gy[i] = from_double<T>(rng.next());
+      a[i] = from_double<T>(8.0 * rng.symmetric());
+      b[i] = from_double<T>(2.0 * rng.symmetric());
+      gy[i] = from_double<T>(rng.symmetric());
     }
     const auto al = glu_launch<T>(g, a, b, gy, 0);
     const auto gen = glu_launch<T>(g, a, b, gy, 1);

@@ -30,6 +30,7 @@
 
 #include "cross_entropy/cross_entropy.cuh"
 #include "cross_entropy/cross_entropy_mutants.cuh"
+#include "host_values.h"
 #include "replay.h"
 
 namespace numgate {
@@ -37,6 +38,8 @@ namespace {
 
 namespace ce = numgate::cross_entropy;
 using numgate::testing::config;
+using numgate::testing::from_double;
+using Rng = numgate::testing::SplitMix64;
 using numgate::testing::selected;
 
 std::string skip_reason() {
@@ -53,24 +56,6 @@ struct FusedCase {
   int ignore_every;  ///< every n-th token ignored (0: none; 1: all)
   bool nonfinite;    ///< NaN / +Inf / -Inf logits in tokens 0..2
 };
-
-/// Deterministic host stream (splitmix64), uniform in [0, 1).
-struct Rng {
-  std::uint64_t s;
-  double next() {
-    std::uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return static_cast<double>((z ^ (z >> 31)) >> 11) * 0x1.0p-53;
-  }
-};
-
-template <class T>
-T from_double(double v) {
-  if constexpr (std::is_same_v<T, __half>) return __float2half_rn(static_cast<float>(v));
-  else if constexpr (std::is_same_v<T, __nv_bfloat16>) return __float2bfloat16_rn(static_cast<float>(v));
-  else return static_cast<T>(v);
-}
 
 struct Buf {
   void* p = nullptr;
