@@ -649,35 +649,38 @@ def main():
             continue
         for (pas, peer, same, note, mk, call, fp_names) in variants:
             tag = f"{c['op']} {pas} {c['dtype']} {c['shape']} {peer}"
+            held = {}  # this variant's input sets and (rotate) kept results, released after it
             try:
                 s0 = mk()
                 fp = sum(s0[n].numel() * s0[n].element_size() for n in fp_names if n in s0)
                 set_bytes = sum(t.numel() * t.element_size() for t in s0.values() if torch.is_tensor(t))
                 free, _ = torch.cuda.mem_get_info()
                 n = sets_for(fp, l2, set_bytes * 2, free)
-                sets = [s0] + [mk() for _ in range(n - 1)]
-                if a.outputs == "rotate":
-                    ring = collections.deque(maxlen=n + 1)  # the last n + 1 results stay allocated
+                held["sets"] = [s0] + [mk() for _ in range(n - 1)]
+                del s0
+                # rotate: the results of the last n + 1 calls stay allocated (while a call runs,
+                # n + 2), so the allocator cannot hand a call the block the previous call wrote.
+                held["ring"] = collections.deque(maxlen=n + 1) if a.outputs == "rotate" else None
 
-                    def timed(i, ring=ring, sets=sets, call=call):
-                        ring.append(call(sets[i]))
-                else:
-                    def timed(i, sets=sets, call=call):
-                        call(sets[i])
+                def timed(i):
+                    result = call(held["sets"][i])
+                    if held["ring"] is not None:
+                        held["ring"].append(result)
+
                 us, acts = gpu_time_per_call(torch, timed, n, a.iters, a.warmup)
                 rows.append({"op": c["op"], "pass": pas, "dtype": c["dtype"], "shape": c["shape"], "params": c["params"],
                              "peer": peer, "kernel_us": us, "activities": acts, "same_semantics": same, "note": note,
                              "sets": n})
                 print(f"peer {tag}: {us:.2f} us/call ({acts:.1f} GPU activities/call, {n} input sets)"
                       + ("" if same else "  [different semantics]"), flush=True)
-                del sets, s0
-                if a.outputs == "rotate":
-                    del ring
             except Exception as e:  # noqa: BLE001
                 msg = f"{tag}: {type(e).__name__}: {e}"
                 errors.append(msg)
                 print(f"peer {msg}", flush=True)
                 traceback.print_exc(limit=2)
+            finally:
+                held.clear()  # before the next variant measures free memory and allocates its sets
+                s0 = None
             torch.cuda.empty_cache()
     doc = {"schema_version": 1, "device": props.name, "torch": torch.__version__, "triton": triton.__version__,
            "liger": liger, "iters": a.iters, "warmup": a.warmup, "outputs": a.outputs, "rows": rows, "errors": errors}

@@ -401,8 +401,10 @@ __global__ void __launch_bounds__(kMaxThreads) row_norm_forward_cached_kernel(co
 /// checks; row_norm_forward_cached_kernel takes every other case). The same per-element
 /// operations in the same order as the cached kernel at the same block shape, so y (and
 /// residual_out) are bitwise its results (tests/gpu/test_aligned_paths.cpp compares the two
-/// with only y / residual_out misaligned, so that the block shape is the same; equal for the
-/// four policies, four dtypes and every K in run 17); what it drops is the generality that cost
+/// with only y / residual_out misaligned, so that the block shape is the same: equal for the
+/// four policies and four dtypes at hidden 8 to 16384 in run 17; hidden 2048 and 32768, added
+/// after it so that every K of every policy and dtype is reached, not yet run on a GPU); what
+/// it drops is the generality that cost
 /// instructions (the kernel was issue-bound, not DRAM-bound): no virtual grid, no per-unit
 /// alignment or per-element range tests (units past the row are skipped whole, which adds
 /// no zero to a sum and no (0 - mean)^2 to the deviations), 32-bit unit offsets. w (and b)
