@@ -885,6 +885,7 @@ TEST(BenchPeers, VariantsAreComparedButOnlyTheMainTargetAndFusedAreCounted) {
   EXPECT_EQ(j.at("peers").at("won"), 2);
   EXPECT_EQ(j.at("peers").at("lost"), 1);
   EXPECT_EQ(j.at("peers").at("no_peer"), 1);
+  EXPECT_EQ(j.at("peers").at("outputs"), "reuse");  // the peers file's output handling, carried over
   const json& e = j.at("results").at(3);
   EXPECT_EQ(e.at("variant"), "fused");
   EXPECT_EQ(e.at("pass"), "backward");
