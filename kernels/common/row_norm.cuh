@@ -1405,10 +1405,9 @@ size_t atomic_workspace_bytes(int64_t rows, int64_t hidden) {
 /// policy 16-byte aligned.
 template <class P, typename T>
 bool forward_is_aligned(const FwdArgs<T>& a) {
-  const auto al = [](const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; };
-  bool ok = a.hidden % kVec<T> == 0 && al(a.x) && al(a.w) && al(a.y);
-  if constexpr (P::kResidual) ok = ok && al(a.res) && al(a.res_out);
-  if constexpr (P::kBias) ok = ok && al(a.b);
+  bool ok = a.hidden % kVec<T> == 0 && aligned16(a.x) && aligned16(a.w) && aligned16(a.y);
+  if constexpr (P::kResidual) ok = ok && aligned16(a.res) && aligned16(a.res_out);
+  if constexpr (P::kBias) ok = ok && aligned16(a.b);
   return ok;
 }
 
