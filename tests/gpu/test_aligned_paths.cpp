@@ -55,6 +55,7 @@ namespace numgate {
 namespace {
 
 using numgate::testing::config;
+using numgate::testing::first_difference;
 using numgate::testing::from_double;
 using Rng = numgate::testing::SplitMix64;
 using numgate::testing::selected;
@@ -127,13 +128,6 @@ Out launch(Op op, const std::vector<T>& x, const std::vector<T>& res, const std:
   return o;
 }
 
-/// Index of the first differing element (of `es` bytes), or -1.
-std::int64_t first_difference(const std::vector<unsigned char>& a, const std::vector<unsigned char>& b, std::size_t es) {
-  if (a.size() != b.size()) return 0;
-  for (std::size_t i = 0; i < a.size(); i += es)
-    if (std::memcmp(a.data() + i, b.data() + i, es) != 0) return static_cast<std::int64_t>(i / es);
-  return -1;
-}
 
 /// The hidden sizes (16-byte units: 4096 bf16 = 512 units): together they reach every
 /// forward block size K of every policy and dtype (file comment), plus a row of one unit and

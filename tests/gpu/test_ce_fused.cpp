@@ -38,6 +38,7 @@ namespace {
 
 namespace ce = numgate::cross_entropy;
 using numgate::testing::config;
+using numgate::testing::first_difference;
 using numgate::testing::from_double;
 using Rng = numgate::testing::SplitMix64;
 using numgate::testing::selected;
@@ -83,14 +84,6 @@ struct Outputs {
   std::vector<unsigned char> loss, lse, dlogits;
 };
 
-/// Index of the first differing element of two equally long byte arrays (elements of
-/// `es` bytes), or -1.
-std::int64_t first_difference(const std::vector<unsigned char>& a, const std::vector<unsigned char>& b, std::size_t es) {
-  if (a.size() != b.size()) return 0;
-  for (std::size_t i = 0; i < a.size(); ++i)
-    if (a[i] != b[i]) return static_cast<std::int64_t>(i / es);
-  return -1;
-}
 
 /// Number of differing elements (of `es` bytes) of two equally long byte arrays.
 std::int64_t count_differences(const std::vector<unsigned char>& a, const std::vector<unsigned char>& b, std::size_t es) {
