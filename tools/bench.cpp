@@ -24,6 +24,11 @@
 // consecutive launches use consecutive sets, so every timed launch reads cold data from
 // DRAM (as in a real model step). Each launch is bracketed by its own pair of CUDA
 // events; after warm-up launches we report the median and the minimum.
+// Outputs (--outputs): "rotate" (each launch writes the outputs and workspace of its own
+// set) or "reuse" (the inputs rotate, but every launch writes set 0's outputs and
+// workspace: the L2-warm blocks a peer gets from PyTorch's caching allocator when it drops
+// each call's results). Without the option: the --peers file's handling (bench_peers.py
+// --outputs), so the two sides of a comparison write alike; else rotate.
 // Bandwidth = minimal DRAM traffic / median time, where the minimal traffic of a pass is
 // the bytes of the inputs it reads (PassDecl::reads of the op descriptor, each once) plus the bytes of the
 // outputs it writes (PassDecl::writes, each once); e.g. RMSNorm forward reads x, w and
@@ -369,6 +374,7 @@ struct Options {
   std::string report;
   std::string peers;      ///< tools/bench_peers.py's JSON ("" = no comparison)
   bool kernel_clock = true;  ///< --no-kernel-clock: event times only
+  std::string outputs;    ///< --outputs: "rotate", "reuse" or "" (numgate::bench::choose_outputs)
   std::string json;       ///< bench JSON path; "" = none
   bool json_given = false;  ///< --json was on the command line (else: beside the report)
   int iters = 200;
@@ -488,6 +494,17 @@ void run_case(const BenchCase& bc, const Device& dev, const Options& opt, cudaSt
     }
   }
   BENCH_CUDA(cudaStreamSynchronize(stream));
+  // The pointers each launch gets: set k's; with --outputs reuse, set k's inputs and set 0's
+  // outputs (and workspace, in launch below), so every launch writes the same, L2-warm blocks.
+  const bool reuse = opt.outputs == "reuse";
+  std::vector<numgate::DevicePtrs> launch_ptrs;
+  for (std::size_t k = 0; k < nsets; ++k) {
+    numgate::DevicePtrs p = sets[k].ptrs;
+    if (reuse)
+      for (const auto& [n, ti] : bc.tensors)
+        if (!numgate::is_input(desc.tensor(n).role)) p[n] = sets[0].ptrs.at(n);
+    launch_ptrs.push_back(std::move(p));
+  }
 
   // Index inputs were memset to 0 (valid); the target's host-side precheck (cross-entropy's
   // target validation) is the replay's business and is never timed here.
@@ -499,8 +516,10 @@ void run_case(const BenchCase& bc, const Device& dev, const Options& opt, cudaSt
     for (const auto& t : pass.reads) bytes += static_cast<double>(bytes_of(t));
     for (const auto& t : pass.writes) bytes += static_cast<double>(bytes_of(t));
     auto launch = [&](int i) {
-      const Set& st = sets[static_cast<std::size_t>(i) % nsets];
-      BENCH_LAUNCH(tp.launch(numgate::Launch{bc.spec, st.ptrs, st.ws ? st.ws->data() : nullptr, pws, stream, {}}));
+      const std::size_t k = static_cast<std::size_t>(i) % nsets;
+      const Set& ws_set = reuse ? sets[0] : sets[k];
+      BENCH_LAUNCH(tp.launch(
+          numgate::Launch{bc.spec, launch_ptrs[k], ws_set.ws ? ws_set.ws->data() : nullptr, pws, stream, {}}));
     };
     const Timing tm = time_launches(stream, opt.warmup, opt.iters, launch);
     // The kernel clock: the same launches again, continuing the rotation, without events,
@@ -523,7 +542,7 @@ void run_case(const BenchCase& bc, const Device& dev, const Options& opt, cudaSt
     for (const auto& tp : v->passes) time_pass(tp, v->variant);
 }
 
-int run(const Options& opt, numgate::bench::Results& res) {
+int run(Options opt, numgate::bench::Results& res) {
   numgate::Report report;
   try {
     report = numgate::read_report(opt.report);
@@ -544,6 +563,12 @@ int run(const Options& opt, numgate::bench::Results& res) {
       throw UsageError(e.what());
     }
   }
+  try {
+    opt.outputs = numgate::bench::choose_outputs(opt.outputs, res.peers);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+  res.outputs = opt.outputs;
   const std::vector<BenchCase> cases = select_cases(report, opt.report, res);
 
   BENCH_CUDA(cudaSetDevice(0));
@@ -571,13 +596,17 @@ int run(const Options& opt, numgate::bench::Results& res) {
   else res.kernel_clock = "unavailable: " + why;
   std::printf("bench kernel clock: %s\n", res.kernel_clock == "cupti" ? "CUPTI (GPU time per launch, the peers' method)"
                                                                      : res.kernel_clock.c_str());
+  std::printf("bench outputs: %s\n",
+              opt.outputs == "reuse"
+                  ? "reuse (inputs rotate; every launch writes the same outputs and workspace, L2-warm, as a peer's "
+                    "allocator hands it the block it just freed)"
+                  : "rotate (every launch writes the outputs and workspace of its own buffer set)");
   std::fflush(stdout);
 
   for (const BenchCase& bc : cases) run_case(bc, dev, opt, stream, res);
   BENCH_CUDA(cudaStreamDestroy(stream));
   if (res.peers) {
-    std::printf("bench peers: %s (%zu rows, device %s, peers' outputs %s)\n", res.peers->file.c_str(),
-                res.peers->rows.size(), res.peers->device.c_str(), res.peers->outputs.c_str());
+    std::fputs(numgate::bench::peers_header_line(*res.peers, opt.outputs).c_str(), stdout);
     for (numgate::bench::Line& l : res.lines) {
       l.peer = numgate::bench::compare_with_peers(l, *res.peers);
       std::fputs(numgate::bench::peer_line(l).c_str(), stdout);
@@ -621,6 +650,11 @@ int main(int argc, char** argv) {
                  "peers JSON of tools/bench_peers.py: print each line's best peer of the same semantics, "
                  "numgate's ratio to it and the rows won and lost");
   app.add_flag("!--no-kernel-clock", opt.kernel_clock, "CUDA-event times only (no CUPTI kernel clock)");
+  app.add_option("--outputs", opt.outputs,
+                 "rotate: every launch writes its own buffer set's outputs (cold L2); reuse: every launch writes "
+                 "the same outputs, as a peer that drops its results gets them from PyTorch's allocator "
+                 "(default: the --peers file's handling, else rotate)")
+      ->check(CLI::IsMember({"rotate", "reuse"}));
   app.add_option("--iters", opt.iters, "timed launches per case and direction")
       ->check(CLI::Range(1, 1000000))
       ->capture_default_str();

@@ -128,6 +128,21 @@ std::optional<PeerMatch> compare_with_peers(const Line& l, const Peers& peers) {
   return m;
 }
 
+std::string choose_outputs(const std::string& requested, const std::optional<Peers>& peers) {
+  if (requested == "rotate" || requested == "reuse") return requested;
+  if (!requested.empty())
+    throw std::invalid_argument("--outputs must be \"rotate\" or \"reuse\" (got \"" + requested + "\")");
+  return peers ? peers->outputs : "rotate";
+}
+
+std::string peers_header_line(const Peers& peers, const std::string& numgate_outputs) {
+  const std::string head =
+      strf("bench peers: %s (%zu rows, device %s); ", peers.file.c_str(), peers.rows.size(), peers.device.c_str());
+  if (peers.outputs == numgate_outputs) return head + strf("outputs %s on both sides\n", numgate_outputs.c_str());
+  return head + strf("numgate's outputs %s, the peers' %s: NOT the same handling (see --outputs)\n",
+                     numgate_outputs.c_str(), peers.outputs.c_str());
+}
+
 std::string peer_line(const Line& l) {
   std::string label = lower(l.pass) + (l.variant.empty() ? "" : " [" + l.variant + "]");
   std::string head = strf("peer %-17s %-8s %s [%s]", l.op.c_str(), label.c_str(), std::string(dtype_name(l.dtype)).c_str(),
@@ -195,6 +210,7 @@ nlohmann::ordered_json to_json(const Results& r) {
   j["iters"] = r.iters;
   j["warmup"] = r.warmup;
   j["kernel_clock"] = r.kernel_clock;
+  j["outputs"] = r.outputs;
   if (r.have_device)
     j["device"] = {{"name", r.device.name},
                    {"l2_bytes", r.device.l2_bytes},
@@ -238,7 +254,8 @@ nlohmann::ordered_json to_json(const Results& r) {
   }
   if (r.peers) {
     const PeerSummary s = summarize_peers(r.lines);
-    j["peers"] = {{"file", r.peers->file}, {"device", r.peers->device}, {"outputs", r.peers->outputs}, {"won", s.won},
+    j["peers"] = {{"file", r.peers->file}, {"device", r.peers->device}, {"outputs", r.peers->outputs},
+                  {"same_outputs", r.peers->outputs == r.outputs}, {"won", s.won},
                   {"lost", s.lost},        {"event_won", s.event_won},  {"no_peer", s.no_peer}};
   } else {
     j["peers"] = nullptr;

@@ -13,6 +13,7 @@
 //     "report": string,                    the report.json the cases came from
 //     "iters": integer, "warmup": integer, timed and untimed launches per pass
 //     "kernel_clock": string,              "cupti" when kernel_us was measured, else why not
+//     "outputs": "rotate" | "reuse",       numgate's output handling (--outputs; choose_outputs)
 //     "device": null | {                   null when no device was opened
 //       "name": string, "l2_bytes": integer (bytes), "sm_count": integer,
 //       "d2d_copy_gbps": number            device-to-device copy, bytes read + written
@@ -51,6 +52,7 @@
 //     }],
 //     "peers": null | {                    with --peers
 //       "file": string, "device": string, "outputs": string ("reuse" | "rotate"),
+//       "same_outputs": boolean,           the peers' handling is numgate's ("outputs" above)
 //       "won": integer, "lost": integer,
 //       "event_won": integer,              rows won also by the event-timed median
 //       "no_peer": integer                 counted lines without a peer row
@@ -162,12 +164,26 @@ PeerSummary summarize_peers(const std::vector<Line>& lines);
 /// "peers: 20 of 24 rows won or tied (kernel time, the peers' method), 4 lost; by event-timed median 12 won; 3 lines without a peer"
 std::string peer_summary_line(const PeerSummary& s);
 
+/// numgate-bench's output handling. "rotate": every launch writes the outputs and workspace
+/// of its own buffer set (cold L2 for writes too). "reuse": the inputs rotate as always but
+/// every launch writes set 0's outputs and workspace, as a peer gets from PyTorch's caching
+/// allocator when it drops each call's results (tools/bench_peers.py --outputs reuse).
+/// requested: "rotate", "reuse" or "" (not given: the peers file's handling when there is
+/// one, so that the comparison is symmetric; else "rotate"). Throws std::invalid_argument
+/// for anything else.
+std::string choose_outputs(const std::string& requested, const std::optional<Peers>& peers);
+/// The head of the comparison, ending in '\n': "bench peers: FILE (N rows, device D); outputs
+/// reuse on both sides", or with different handlings "...; numgate's outputs rotate, the
+/// peers' reuse: NOT the same handling (see --outputs)".
+std::string peers_header_line(const Peers& peers, const std::string& numgate_outputs);
+
 struct Results {
   std::string status = "ok";  ///< "ok", "nothing_to_do" or "error"
   std::string message;
   std::string report;
   int iters = 0, warmup = 0;
   std::string kernel_clock = "not measured";  ///< "cupti", or why kernel_us is missing
+  std::string outputs = "rotate";             ///< numgate's output handling (choose_outputs)
   bool have_device = false;
   std::optional<Peers> peers;  ///< --peers
   DeviceInfo device;

@@ -886,6 +886,11 @@ TEST(BenchPeers, VariantsAreComparedButOnlyTheMainTargetAndFusedAreCounted) {
   EXPECT_EQ(j.at("peers").at("lost"), 1);
   EXPECT_EQ(j.at("peers").at("no_peer"), 1);
   EXPECT_EQ(j.at("peers").at("outputs"), "reuse");  // the peers file's output handling, carried over
+  EXPECT_EQ(j.at("outputs"), "rotate");             // numgate's own (Results' default)
+  EXPECT_EQ(j.at("peers").at("same_outputs"), false);
+  r.outputs = "reuse";
+  bench::write_json(r, path);
+  EXPECT_EQ(json::parse(slurp(path)).at("peers").at("same_outputs"), true);
   const json& e = j.at("results").at(3);
   EXPECT_EQ(e.at("variant"), "fused");
   EXPECT_EQ(e.at("pass"), "backward");
@@ -894,6 +899,29 @@ TEST(BenchPeers, VariantsAreComparedButOnlyTheMainTargetAndFusedAreCounted) {
   EXPECT_EQ(e.at("peer").at("name"), "liger");
   EXPECT_EQ(e.at("peer").at("won"), true);
   EXPECT_TRUE(j.at("results").at(4).at("peer").is_null());
+}
+
+TEST(BenchPeers, NumgateWritesItsOutputsAsThePeersDidUnlessToldOtherwise) {
+  bench::Peers reused;
+  reused.file = "p.json";
+  reused.device = "NVIDIA H200";
+  reused.outputs = "reuse";
+  bench::Peers rotated = reused;
+  rotated.outputs = "rotate";
+  // Not given: the peers file's handling (a symmetric comparison); no peers file: rotate.
+  EXPECT_EQ(bench::choose_outputs("", reused), "reuse");
+  EXPECT_EQ(bench::choose_outputs("", rotated), "rotate");
+  EXPECT_EQ(bench::choose_outputs("", std::nullopt), "rotate");
+  // Given: as given, whatever the peers did.
+  EXPECT_EQ(bench::choose_outputs("rotate", reused), "rotate");
+  EXPECT_EQ(bench::choose_outputs("reuse", std::nullopt), "reuse");
+  EXPECT_THROW((void)bench::choose_outputs("keep", reused), std::invalid_argument);
+  // The comparison's head says whether both sides wrote alike.
+  EXPECT_EQ(bench::peers_header_line(reused, "reuse"),
+            "bench peers: p.json (0 rows, device NVIDIA H200); outputs reuse on both sides\n");
+  EXPECT_EQ(bench::peers_header_line(reused, "rotate"),
+            "bench peers: p.json (0 rows, device NVIDIA H200); numgate's outputs rotate, the peers' reuse: NOT the "
+            "same handling (see --outputs)\n");
 }
 
 TEST(BenchPeers, AMalformedPeersFileIsRefusedNamingTheFileRowAndField) {
