@@ -135,6 +135,13 @@ inline constexpr int kBatch = 4;
 template <typename T>
 inline constexpr int kGradBatch = 2;
 
+/// Shared memory the backward and fused kernels keep the row in (bytes per block): the
+/// statistics sweep stores its units u < keep_units (16 bytes each, keep_units = this /
+/// 16 or the row's units, the fewer) in shared memory, and the gradient sweep reads them
+/// there; only the rest of a longer row is read again (from L2: the most recently loaded
+/// units). 200 KiB: 12,800 of a 151,936-vocabulary bf16 row's ~18,993 units.
+constexpr std::size_t kKeepSmem = 200u << 10;
+
 /// bf16 / fp16 logits: FP32 statistics with ex2.approx terms. float / double: FP64.
 template <typename T>
 inline constexpr bool kFast = sizeof(T) == 2;
@@ -346,8 +353,11 @@ struct RowStats {
 /// Block-wide statistics of one row. y: the target, or -1 for none.
 /// NB: units per thread in flight (the result does not depend on it: units are added one
 /// by one in the thread's order).
+/// keep: the units u < keep_units are also stored in keep[u] (shared memory, the calling
+/// thread's own slots: it alone writes and later reads them); keep_units 0: nothing kept.
 template <typename T, bool CAP, bool SMOOTH, int NB, Tree TREE = Tree::production>
-__device__ RowStats<acc_t<T>> row_stats(const T* xr, int V, std::int64_t y, acc_t<T> cf) {
+__device__ RowStats<acc_t<T>> row_stats(const T* xr, int V, std::int64_t y, acc_t<T> cf, uint4* keep = nullptr,
+                                        int keep_units = 0) {
   using A = acc_t<T>;
   using St = Stats<T>;
   constexpr int VEC = kVec<T>;
@@ -368,6 +378,11 @@ __device__ RowStats<acc_t<T>> row_stats(const T* xr, int V, std::int64_t y, acc_
     for (int b = 0; b < NB; ++b) {
       const int u = u0 + b * kThreads, lo = u * VEC - shift;
       if (u < nunits) ux[b] = load_unit(xr, lo, V, unit_is_full<T>(lo, V));
+    }
+#pragma unroll
+    for (int b = 0; b < NB; ++b) {
+      const int u = u0 + b * kThreads;
+      if (u < nunits && u < keep_units) keep[u] = make_uint4(ux[b].w[0], ux[b].w[1], ux[b].w[2], ux[b].w[3]);
     }
 #pragma unroll
     for (int b = 0; b < NB; ++b) {
@@ -530,9 +545,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     backward_rows(const T* __restrict__ logits, const unsigned char* __restrict__ targets, const T* __restrict__ dloss,
                   T* __restrict__ dlogits, const long long* __restrict__ count, std::int64_t tokens, int V,
                   std::int64_t row_offset, Coef<acc_t<T>> k, T* __restrict__ loss, T* __restrict__ lse_out,
-                  acc_t<T>* __restrict__ ws_ce, long long pf_bytes) {
+                  acc_t<T>* __restrict__ ws_ce, long long pf_bytes, int keep_units) {
   using A = acc_t<T>;
   constexpr int VEC = kVec<T>;
+  extern __shared__ uint4 keep[];  // keep_units units of the row (launch_rows sizes it)
   for (std::int64_t r = blockIdx.x; r < tokens; r += gridDim.x) {
     const std::int64_t t = row_offset + r;
     const T* xr = logits + r * static_cast<std::int64_t>(V);
@@ -552,7 +568,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     RowStats<A> st{};
     if (FUSED || !zero) {
-      st = row_stats<T, CAP, SMOOTH, NBS, TREE>(xr, V, kept ? y : -1, k.cf);
+      st = row_stats<T, CAP, SMOOTH, NBS, TREE>(xr, V, kept ? y : -1, k.cf, keep, keep_units);
       if constexpr (FUSED)
         if (threadIdx.x == 0) write_row_loss<T>(row_loss(st, kept, k), r, t, k, loss, lse_out, ws_ce);
     }
@@ -585,7 +601,13 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int b = 0; b < NB; ++b) {
         const int u = u0 + b * kThreads, lo = u * VEC - shift;
-        if (u < nunits) ux[b] = load_last(xr, lo, V, unit_is_full<T>(lo, V));
+        if (u >= nunits) continue;
+        if (u < keep_units) {
+          const uint4 q = keep[u];
+          ux[b] = Unit<T>{{q.x, q.y, q.z, q.w}};
+        } else {
+          ux[b] = load_last(xr, lo, V, unit_is_full<T>(lo, V));
+        }
       }
 #pragma unroll
       for (int b = 0; b < NB; ++b) {
@@ -690,13 +712,37 @@ std::int64_t row_grid(int sms, int per_sm, std::int64_t tokens) {
 
 namespace {
 /// Launches backward_rows (FUSED: the fused kernel; TREE: see Tree).
+/// The units of a row of V elements kept in shared memory (its units at the largest 16-byte
+/// phase, at most kKeepSmem / 16).
+template <typename T>
+int keep_units_for(int V) {
+  constexpr std::int64_t VEC = kVec<T>;
+  const std::int64_t units = (static_cast<std::int64_t>(V) + 2 * (VEC - 1)) / VEC;
+  return static_cast<int>(std::min<std::int64_t>(units, static_cast<std::int64_t>(kKeepSmem / sizeof(uint4))));
+}
+
 template <typename T, bool CAP, bool SMOOTH, bool FUSED, Tree TREE = Tree::production>
-void launch_rows(std::int64_t grid, cudaStream_t stream, const T* logits, const unsigned char* tg, const T* dloss,
-                 T* dlogits, const long long* count, std::int64_t tokens, int V, std::int64_t row_offset,
-                 const Coef<acc_t<T>>& k, T* loss, T* lse, acc_t<T>* ws_ce) {
-  const dim3 g(static_cast<unsigned>(grid)), b(kThreads);
-  backward_rows<T, CAP, SMOOTH, FUSED, kBatch<T>, kGradBatch<T>, TREE><<<g, b, 0, stream>>>(
-      logits, tg, dloss, dlogits, count, tokens, V, row_offset, k, loss, lse, ws_ce, kBwdPrefetchBytes);
+cudaError_t launch_rows(std::int64_t grid, cudaStream_t stream, const T* logits, const unsigned char* tg,
+                        const T* dloss, T* dlogits, const long long* count, std::int64_t tokens, int V,
+                        std::int64_t row_offset, const Coef<acc_t<T>>& k, T* loss, T* lse, acc_t<T>* ws_ce) {
+  const auto kernel = backward_rows<T, CAP, SMOOTH, FUSED, kBatch<T>, kGradBatch<T>, TREE>;
+  int dev = 0, optin = 0;
+  if (const cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return e;
+  if (const cudaError_t e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+      e != cudaSuccess)
+    return e;
+  // The kernel's static shared memory is under 1 KiB; a device with less opt-in shared
+  // memory keeps less of the row (the results do not depend on it).
+  const int keep_units =
+      std::min(keep_units_for<T>(V), std::max(0, (optin - 1024) / static_cast<int>(sizeof(uint4))));
+  const std::size_t smem = static_cast<std::size_t>(keep_units) * sizeof(uint4);
+  if (const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                 static_cast<int>(smem));
+      e != cudaSuccess)
+    return e;
+  kernel<<<dim3(static_cast<unsigned>(grid)), dim3(kThreads), smem, stream>>>(
+      logits, tg, dloss, dlogits, count, tokens, V, row_offset, k, loss, lse, ws_ce, kBwdPrefetchBytes, keep_units);
+  return cudaSuccess;
 }
 }  // namespace
 
@@ -750,12 +796,12 @@ cudaError_t backward(const T* logits, const std::int64_t* targets, const T* dlos
   if (const cudaError_t e = sm_count(&sms); e != cudaSuccess) return e;
   if (p.reduction == 1) count_kept<<<1, kSmallThreads, 0, stream>>>(tg, total_tokens, k.ignore, count);
   const std::int64_t grid = row_grid(sms, 1, tokens);
-  by_flags(p, [&](auto cap, auto smooth) {
-    launch_rows<T, decltype(cap)::value, decltype(smooth)::value, false>(
+  const cudaError_t e = by_flags(p, [&](auto cap, auto smooth) {
+    return launch_rows<T, decltype(cap)::value, decltype(smooth)::value, false>(
         grid, stream, logits, tg, dloss, dlogits, count, tokens, static_cast<int>(vocab), row_offset, k, nullptr,
         nullptr, nullptr);
-    return cudaSuccess;
   });
+  if (e != cudaSuccess) return e;
   return cudaGetLastError();
 }
 
@@ -782,12 +828,12 @@ cudaError_t fused_entry(const T* logits, const std::int64_t* targets, const T* d
   if (p.reduction == 1) count_kept<<<1, kSmallThreads, 0, stream>>>(tg, total_tokens, k.ignore, count);
   if (tokens > 0) {
     const std::int64_t grid = row_grid(sms, 1, tokens);
-    by_flags(p, [&](auto cap, auto smooth) {
-      launch_rows<T, decltype(cap)::value, decltype(smooth)::value, true, TREE>(
+    const cudaError_t e = by_flags(p, [&](auto cap, auto smooth) {
+      return launch_rows<T, decltype(cap)::value, decltype(smooth)::value, true, TREE>(
           grid, stream, logits, tg, dloss, dlogits, count, tokens, static_cast<int>(vocab), row_offset, k, loss, lse,
           ws_ce);
-      return cudaSuccess;
     });
+    if (e != cudaSuccess) return e;
   }
   if (p.reduction != 0) reduce_loss<T><<<1, kSmallThreads, 0, stream>>>(ws_ce, tokens, count, p.reduction, loss);
   return cudaGetLastError();
