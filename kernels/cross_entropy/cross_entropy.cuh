@@ -75,8 +75,13 @@
 // total_tokens) gives bitwise its row, and forward_backward's loss, lse and dlogits are
 // bitwise those of forward and backward on the same inputs.
 //
+// Shared memory: backward and forward_backward keep up to 200 KiB of each row in the
+// block's dynamic shared memory (cudaFuncSetAttribute before each launch; less
+// on a device whose opt-in limit is lower; the results do not depend on it).
+//
 // Errors: cudaErrorInvalidValue without launching for bad sizes or parameters, null
-// pointers, pointers not aligned to sizeof(T) or too small a workspace; else cudaGetLastError()
+// pointers, pointers not aligned to sizeof(T) or too small a workspace; an error of
+// cudaFuncSetAttribute (backward, forward_backward) as returned; else cudaGetLastError()
 // after enqueueing on `stream`. Never synchronizes. Plain host C++ (compiles with g++).
 #pragma once
 

@@ -51,12 +51,15 @@ Design.
     single-block kernel sums the launched rows in a fixed order, divided by n (mean; count
     kernel over targets[0, total_tokens); n = 0 gives 0).
   backward (backward_rows, FUSED false): the statistics sweep, then a gradient sweep
-    writing dlogits with streaming stores (st.global.cs) from loads marked as the row's last
-    use (ld.global.cs); with one row per SM in flight (132 x 297 KiB at vocab 151,936 bf16,
-    within the H200's 60 MiB L2) the second read of the row is an L2 hit, so DRAM sees the
-    logits once. When the gradient sweep starts, thread 0 asks L2 for the first 96 KiB of
-    the block's next row (cp.async.bulk.prefetch.L2). Ignored tokens, and mean with n = 0,
-    write exact zeros without reading the logits.
+    writing dlogits with streaming stores (st.global.cs). The statistics sweep also stores
+    the row's first keep_units units (up to kKeepSmem = 200 KiB: all of a row of up to
+    ~100k bf16 elements, 12,800 of the ~18,993 units at vocab 151,936) in the block's shared
+    memory, each thread its own units, and the gradient sweep reads them there; the rest
+    it reads again by loads marked as the row's last use (ld.global.cs), L2 hits (the units
+    the statistics sweep loaded last), so DRAM sees the logits once. Where a unit comes
+    from changes no value (the same 16 bytes). When the gradient sweep starts, thread 0 asks
+    L2 for the first 96 KiB of the block's next row (cp.async.bulk.prefetch.L2). Ignored
+    tokens, and mean with n = 0, write exact zeros without reading the logits.
   fused (backward_rows, FUSED true; forward_backward): per row the statistics sweep and the
     forward's epilogue (lse, ce), then the backward's gradient sweep (ignored tokens:
     zeros); the count kernel before and the loss reduction after, as the forward's. For the
@@ -65,27 +68,26 @@ Design.
     instantiations are the same code).
 
 Performance (H200, 8192 x 151,936 bf16, mean: numgate-bench's kernel clock, the GPU time
-per call of every kernel a call launches; runs 15 and 16 of the whole suite, D2D copy 4246 GB/s
+per call of every kernel a call launches; run 18 of the whole suite, D2D copy 4272 GB/s
 read + write). Minimal bytes = the inputs read once + the outputs written once.
-  forward: 2.49 GB (logits; targets, loss, lse ~0.1 MB); 827 us = 3.01 TB/s, 71% of copy
-    (828 us in run 16).
+  forward: 2.49 GB (logits; targets, loss, lse ~0.1 MB); 830 us = 3.00 TB/s, 70% of copy.
     Limit (not profiled): per SM one block with 64 KiB of loads in flight, synchronous per
     batch, and a block reduction at every row end with no loads in flight; deeper batches
     spill at 1024 threads, and an L2 bulk prefetch of the next row made it slower
     (988-1086 us in a tuning run).
-  backward: 4.98 GB (logits read once, dlogits written once); 1815 us = 2.74 TB/s, 65% of
-    copy (run 16). fused: the same 4.98 GB (+ lse, loss); 1812 us = 2.75 TB/s, 65% of copy
-    (run 16; Liger's fused kernel 1742 us in the same run). Run 15 took 1721 / 1716 us with
-    the gradient sweep's 2^x flushed to zero below 2^-126; the subnormal-keeping 2^x (3
-    more instructions per element) costs 5.5%; the flushed kernel was wrong where a bf16
-    dlogit should be subnormal (host emulation of the flush on the underflow_tail bf16
-    case: 72 of 483 decidable elements misrounded; not run on the GPU). Limit
-    (not profiled): the two sweeps per row run back to back in each SM's single block
-    (the statistics sweep reads DRAM at one block's memory-level parallelism, the gradient
-    sweep is L2-read + DRAM-write with 2 units in flight per thread); in the tuning runs
-    prefetching the whole next row instead of 96 KiB overflowed L2 (fused 2041 us) and no
-    prefetch gave 1781 us against 1774. Holding the row on chip (bulk copies into shared
-    memory, or a 2-CTA cluster for 297 KiB rows) would remove the second read: not tried.
+  backward: 4.98 GB (logits read once, dlogits written once); 1802 us = 2.76 TB/s, 65% of
+    copy. fused: the same 4.98 GB (+ lse, loss); 1760 us = 2.83 TB/s, 66% of copy (Liger's
+    fused kernel 1725 us in the same run: 1.02 of it). At 512 x 151,936: backward 114 us,
+    fused 117 us (Liger 151 us).
+    Limit (not profiled): the two sweeps per row run back to back in each SM's single block
+    (the statistics sweep reads DRAM at one block's memory-level parallelism, as the
+    forward; the gradient sweep writes DRAM at 2 units in flight per thread, with
+    ~11 instructions per element, the subnormal-keeping 2^x among them). Measured in run
+    18 (README): keeping 200 KiB of the row in shared memory gave the figures above (1849 /
+    1810 us without); not kept: prefetching 192 KiB of the next row instead of 96 (fused
+    1884 us); the whole row in shared memory over a 2-CTA cluster of 512 threads each
+    (half the threads per SM: 2178 us); ex2.approx.ftz on the rows where no term can be
+    subnormal (1810 us, no gain).
 */
 
 #include "cross_entropy/cross_entropy.cuh"
