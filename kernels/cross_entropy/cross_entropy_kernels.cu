@@ -713,7 +713,6 @@ std::int64_t row_grid(int sms, int per_sm, std::int64_t tokens) {
 }  // namespace
 
 namespace {
-/// Launches backward_rows (FUSED: the fused kernel; TREE: see Tree).
 /// The units of a row of V elements kept in shared memory (its units at the largest 16-byte
 /// phase, at most kKeepSmem / 16).
 template <typename T>
@@ -723,6 +722,8 @@ int keep_units_for(int V) {
   return static_cast<int>(std::min<std::int64_t>(units, static_cast<std::int64_t>(kKeepSmem / sizeof(uint4))));
 }
 
+/// Launches backward_rows (FUSED: the fused kernel; TREE: see Tree) with keep_units_for(V)
+/// units of shared memory per block (fewer when the device's opt-in limit is lower).
 template <typename T, bool CAP, bool SMOOTH, bool FUSED, Tree TREE = Tree::production>
 cudaError_t launch_rows(std::int64_t grid, cudaStream_t stream, const T* logits, const unsigned char* tg,
                         const T* dloss, T* dlogits, const long long* count, std::int64_t tokens, int V,
