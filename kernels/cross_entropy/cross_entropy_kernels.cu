@@ -83,8 +83,8 @@ read + write). Minimal bytes = the inputs read once + the outputs written once.
     (the statistics sweep reads DRAM at one block's memory-level parallelism, as the
     forward; the gradient sweep writes DRAM at 2 units in flight per thread, with
     ~11 instructions per element, the subnormal-keeping 2^x among them). Measured in run
-    18 (README): keeping 200 KiB of the row in shared memory gave the figures above (1849 /
-    1810 us without); not kept: prefetching 192 KiB of the next row instead of 96 (fused
+    18 (README): keeping 200 KiB of the row in shared memory gave the figures above (1819 /
+    1811 us without, run 17); not kept: prefetching 192 KiB of the next row instead of 96 (fused
     1884 us); the whole row in shared memory over a 2-CTA cluster of 512 threads each
     (half the threads per SM: 2178 us); ex2.approx.ftz on the rows where no term can be
     subnormal (1810 us, no gain).
