@@ -448,7 +448,9 @@ void run_case(const BenchCase& bc, const Device& dev, const Options& opt, cudaSt
   for (const auto& [n, ti] : bc.tensors) set_bytes += size_of(ti);
   set_bytes += ws_bytes;
   // Size the rotation by the smallest per-launch footprint, so that between two uses of a
-  // set more than 2x L2 of other data has been touched.
+  // set more than 2x L2 of other data has been touched (with --outputs reuse the outputs
+  // are not other data: a rotation then covers about half as much fresh input; kept so,
+  // since tools/bench_peers.py sizes its sets the same way).
   std::size_t nsets =
       std::min(kMaxSets, std::max<std::size_t>(2, 2 * dev.l2_bytes / std::max<std::size_t>(min_footprint, 1) + 1));
   std::size_t free_b = 0, total_b = 0;

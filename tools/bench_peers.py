@@ -23,7 +23,9 @@ results, so PyTorch's caching allocator hands the next call the same output bloc
 lines the previous call left in L2 when they fit (a peer's output smaller than L2 is then
 written over warm, possibly still dirty, lines); "rotate" keeps the results of the last
 sets + 1 calls alive, so the output blocks rotate with the input sets, as numgate-bench's
-outputs do (every numgate launch writes the outputs of its own set).
+do with --outputs rotate (every numgate launch writes the outputs of its own set).
+numgate-bench --peers FILE follows the file's mode unless --outputs says otherwise, so both
+sides write alike.
 
 Semantics. Each peer computes what numgate's pass reads and writes (numgate's descriptors:
 tools/../kernels/*/..._oracle.cpp), in the same dtype, with FP32 math inside:

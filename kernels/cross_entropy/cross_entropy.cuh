@@ -58,9 +58,10 @@
 // reduction tree is the same in the forward, the backward and the fused entry); grids of
 // one block per SM loop over the rows; each thread keeps four 16-byte loads in flight in a
 // statistics sweep, two in the gradient sweep. Forward: one read of each row (online
-// logsumexp). Backward and fused: a statistics sweep and a gradient sweep per row; with one
-// row per SM in flight the gradient sweep reads the row from L2 and the logits cross DRAM
-// once (vocab 151,936 bf16: 132 x 297 KiB of rows on an H200; rows much longer than
+// logsumexp). Backward and fused: a statistics sweep and a gradient sweep per row; the
+// gradient sweep reads the row's first 200 KiB from shared memory (the statistics sweep
+// kept them there) and the rest from L2, so the logits cross DRAM once (vocab 151,936
+// bf16: 12,800 of a row's ~18,993 16-byte units kept; rows much longer than 200 KiB +
 // L2 / SMs re-read partly from DRAM); the first 96 KiB of a block's next row are prefetched
 // into L2 (sm_90) when its gradient sweep starts. Forward and fused with mean / sum add one single-block reduce kernel,
 // and mean a single-block count kernel (forward, backward and fused). Limits: 0 <= tokens

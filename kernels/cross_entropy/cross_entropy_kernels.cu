@@ -540,7 +540,9 @@ __device__ __forceinline__ Unit<T> load_last(const T* row, int lo, int n, bool v
 /// blockIdx.x + gridDim.x, ...; the result of a row does not depend on the grid size.
 /// Thread 0 prefetches the first pf_bytes of the block's next row into L2 when the gradient
 /// sweep starts (the gradient sweep reads L2 and writes DRAM; meanwhile DRAM reads ahead).
-/// The gradient sweep's loads are the row's last use (ld.global.cs: evicted first).
+/// The gradient sweep reads the units u < keep_units from shared memory (the statistics
+/// sweep stored them there) and the rest by loads marked as the row's last use
+/// (ld.global.cs: evicted first).
 /// TREE: the statistics' combining tree (Tree::ascending: the fused kernel's mutant only).
 template <typename T, bool CAP, bool SMOOTH, bool FUSED, int NBS, int NB, Tree TREE = Tree::production>
 __global__ void __launch_bounds__(kThreads, 1)
@@ -723,26 +725,39 @@ int keep_units_for(int V) {
 }
 
 /// Launches backward_rows (FUSED: the fused kernel; TREE: see Tree) with keep_units_for(V)
-/// units of shared memory per block (fewer when the device's opt-in limit is lower).
+/// units of shared memory per block (fewer when the device's opt-in limit is lower). Errors
+/// of the attribute queries and of cudaFuncSetAttribute are returned (and cleared).
 template <typename T, bool CAP, bool SMOOTH, bool FUSED, Tree TREE = Tree::production>
 cudaError_t launch_rows(std::int64_t grid, cudaStream_t stream, const T* logits, const unsigned char* tg,
                         const T* dloss, T* dlogits, const long long* count, std::int64_t tokens, int V,
                         std::int64_t row_offset, const Coef<acc_t<T>>& k, T* loss, T* lse, acc_t<T>* ws_ce) {
   const auto kernel = backward_rows<T, CAP, SMOOTH, FUSED, kBatch<T>, kGradBatch<T>, TREE>;
+  // A failed query or setting is returned, and cleared so that a later call's
+  // cudaGetLastError() does not report it again.
+  auto fail = [](cudaError_t e) {
+    (void)cudaGetLastError();
+    return e;
+  };
   int dev = 0, optin = 0;
-  if (const cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return e;
+  cudaFuncAttributes fa{};
+  if (const cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return fail(e);
   if (const cudaError_t e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
       e != cudaSuccess)
-    return e;
-  // The kernel's static shared memory is under 1 KiB; a device with less opt-in shared
-  // memory keeps less of the row (the results do not depend on it).
-  const int keep_units =
-      std::min(keep_units_for<T>(V), std::max(0, (optin - 1024) / static_cast<int>(sizeof(uint4))));
-  const std::size_t smem = static_cast<std::size_t>(keep_units) * sizeof(uint4);
+    return fail(e);
+  if (const cudaError_t e = cudaFuncGetAttributes(&fa, kernel); e != cudaSuccess) return fail(e);
+  // The kernel's limit is set to the same value on every call, whatever V (calls from other
+  // host threads with another V cannot lower it under a launch); a device with less opt-in
+  // shared memory keeps less of the row (the results do not depend on it).
+  const int max_units = static_cast<int>(
+      std::min<std::int64_t>(static_cast<std::int64_t>(kKeepSmem / sizeof(uint4)),
+                             std::max<std::int64_t>(0, (optin - static_cast<std::int64_t>(fa.sharedSizeBytes)) /
+                                                           static_cast<std::int64_t>(sizeof(uint4)))));
   if (const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                 static_cast<int>(smem));
+                                                 max_units * static_cast<int>(sizeof(uint4)));
       e != cudaSuccess)
-    return e;
+    return fail(e);
+  const int keep_units = std::min(keep_units_for<T>(V), max_units);
+  const std::size_t smem = static_cast<std::size_t>(keep_units) * sizeof(uint4);
   kernel<<<dim3(static_cast<unsigned>(grid)), dim3(kThreads), smem, stream>>>(
       logits, tg, dloss, dlogits, count, tokens, V, row_offset, k, loss, lse, ws_ce, kBwdPrefetchBytes, keep_units);
   return cudaSuccess;
