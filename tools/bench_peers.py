@@ -603,7 +603,7 @@ def main():
     ap.add_argument("--ops", default="", help="comma-separated ops (default: every op in the bench files)")
     ap.add_argument("--outputs", choices=("reuse", "rotate"), default="reuse",
                     help="reuse: drop each call's results (the allocator reuses one output block); "
-                         "rotate: keep the last sets + 1 results alive (outputs rotate like numgate-bench's)")
+                         "rotate: keep the last sets + 1 results alive (outputs rotate like numgate-bench --outputs rotate)")
     ap.add_argument("--iters", type=int, default=50)
     ap.add_argument("--warmup", type=int, default=5)
     a = ap.parse_args()

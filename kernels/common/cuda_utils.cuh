@@ -252,6 +252,13 @@ __device__ __forceinline__ int grid_shift(const T* p) {
   return static_cast<int>((reinterpret_cast<std::uintptr_t>(p) & 15u) / sizeof(T));
 }
 
+/// True when p is 16-byte aligned (host launchers: may a kernel's aligned path, one 16-byte
+/// access per unit, be taken for this tensor).
+template <typename T>
+__host__ __device__ inline bool aligned16(const T* p) {
+  return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0;
+}
+
 /// True when the virtual grid of shift `shift`, laid over a row starting at `p`,
 /// has its unit starts on 16-byte boundaries of p's memory, i.e. (p - shift) is
 /// 16-byte aligned. Computed on integers: p - shift may lie outside the allocation.

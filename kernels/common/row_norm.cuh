@@ -101,6 +101,7 @@ namespace numgate::row_norm {
 
 using numgate::device::acc_t;
 using numgate::device::add_rn;
+using numgate::device::aligned16;
 using numgate::device::block_sum;
 using numgate::device::div_rn;
 using numgate::device::from_acc;
@@ -402,8 +403,7 @@ __global__ void __launch_bounds__(kMaxThreads) row_norm_forward_cached_kernel(co
 /// operations in the same order as the cached kernel at the same block shape, so y (and
 /// residual_out) are bitwise its results (tests/gpu/test_aligned_paths.cpp compares the two
 /// with only y / residual_out misaligned, so that the block shape is the same: equal for the
-/// four policies and four dtypes at hidden 8 to 16384 in run 17; hidden 2048 and 32768, added
-/// after it so that every K of every policy and dtype is reached, not yet run on a GPU); what
+/// four policies and four dtypes at hidden 8 to 32768, every K reached, in run 18); what
 /// it drops is the generality that cost
 /// instructions (the kernel was issue-bound, not DRAM-bound): no virtual grid, no per-unit
 /// alignment or per-element range tests (units past the row are skipped whole, which adds
@@ -1315,10 +1315,6 @@ inline int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 template <typename T>
 bool aligned_to_element(const T* p) {
   return reinterpret_cast<std::uintptr_t>(p) % sizeof(T) == 0;
-}
-template <typename T>
-bool aligned16(const T* p) {
-  return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
 }
 
 /// Units per row the launch is sized for: with hidden % VEC == 0 every row has x's

@@ -67,12 +67,7 @@ memcpy, 4246 GB/s; run 17, 2026-12-03, the aligned kernels):
   geglu (erf) backward     4x512x12288   251.7 MB   60.60 us   98%     DRAM and issue
   geglu (tanh) forward     1x512x25600    78.6 MB   21.62 us   86%     issue and launch ramp
   geglu (tanh) backward    1x512x25600   131.1 MB   32.76 us   94%     issue and launch ramp
-  The aligned kernels took the SwiGLU backward from 60.84 / 33.11 us (run 17's first call,
-  the general kernel) to 60.05 / 32.44 us, the erf GeGLU backward from 63.73 to 60.60 us and
-  its forward from 41.47 to 40.43 us, the tanh GeGLU backward from 34.60 to 32.76 us (the
-  GELU kernels are issue-bound: the grid arithmetic's instructions cost more there); the
-  SwiGLU forwards moved within the run-to-run spread.
-  Not the math: in a scratch harness (the peers' timing method, one process) a SiLU forward
+  The SwiGLU forward's gap to torch.compile (1-6%) is not the math: in a scratch harness (the peers' timing method, one process) a SiLU forward
   with no activation at all (y = a * b) took 19.69 us at 1x512x25600 against 19.75 us with
   it; nor plain ld.global instead of the read-only (.nc) loads (19.73 us), nor 64-1024
   threads per block (19.63-19.95 us). torch.compile's kernel takes 18.86 us there when its
@@ -99,6 +94,7 @@ namespace numgate::glu {
 namespace {
 
 using numgate::device::acc_t;
+using numgate::device::aligned16;
 using numgate::device::grid_is_aligned;
 using numgate::device::grid_shift;
 using numgate::device::kVec;
@@ -304,7 +300,7 @@ template <typename T>
 bool all_aligned(int64_t n, std::initializer_list<const void*> ps) {
   if (n % kVec<T> != 0) return false;
   for (const void* p : ps)
-    if ((reinterpret_cast<std::uintptr_t>(p) & 15u) != 0) return false;
+    if (!aligned16(p)) return false;
   return true;
 }
 
