@@ -600,13 +600,23 @@ __global__ void __launch_bounds__(kThreads, 1)
     const A gv = valid ? g : A(NAN);  // an unvalidated bad target: NaN, never an out-of-bounds read
     const A m = st.m;
     const double S = st.S;
-    for (int u0 = threadIdx.x; u0 < nunits; u0 += NB * kThreads) {
+    // First the units read again from L2 (u >= n_kept: the statistics sweep loaded them last,
+    // so they are the likeliest still there), then the kept ones from shared memory. Each
+    // dlogit depends on its own logit and the row's statistics only: the order changes no value.
+    const int n_kept = nunits < keep_units ? nunits : keep_units;
+    int tail0 = static_cast<int>(threadIdx.x);
+    if (tail0 < n_kept) tail0 += ((n_kept - tail0 + kThreads - 1) / kThreads) * kThreads;
+#pragma unroll 1
+    for (int part = 0; part < 2; ++part) {
+    const bool from_smem = part == 1;
+    const int uend = from_smem ? n_kept : nunits;
+    for (int u0 = from_smem ? static_cast<int>(threadIdx.x) : tail0; u0 < uend; u0 += NB * kThreads) {
       Unit<T> ux[NB];
 #pragma unroll
       for (int b = 0; b < NB; ++b) {
         const int u = u0 + b * kThreads, lo = u * VEC - shift;
-        if (u >= nunits) continue;
-        if (u < keep_units) {
+        if (u >= uend) continue;
+        if (from_smem) {
           const uint4 q = keep[u];
           ux[b] = Unit<T>{{q.x, q.y, q.z, q.w}};
         } else {
@@ -616,7 +626,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int b = 0; b < NB; ++b) {
         const int u = u0 + b * kThreads, lo = u * VEC - shift;
-        if (u >= nunits) continue;
+        if (u >= uend) continue;
         A d[VEC];
 #pragma unroll
         for (int j = 0; j < VEC; ++j) {
@@ -648,6 +658,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
         store_grad(dr, lo, V, unit_is_full<T>(lo, V) && dx_al, pack_from_acc<T>(out));
       }
+    }
     }
   }
 }
