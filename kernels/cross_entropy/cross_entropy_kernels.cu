@@ -608,57 +608,57 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (tail0 < n_kept) tail0 += ((n_kept - tail0 + kThreads - 1) / kThreads) * kThreads;
 #pragma unroll 1
     for (int part = 0; part < 2; ++part) {
-    const bool from_smem = part == 1;
-    const int uend = from_smem ? n_kept : nunits;
-    for (int u0 = from_smem ? static_cast<int>(threadIdx.x) : tail0; u0 < uend; u0 += NB * kThreads) {
-      Unit<T> ux[NB];
+      const bool from_smem = part == 1;
+      const int uend = from_smem ? n_kept : nunits;
+      for (int u0 = from_smem ? static_cast<int>(threadIdx.x) : tail0; u0 < uend; u0 += NB * kThreads) {
+        Unit<T> ux[NB];
 #pragma unroll
-      for (int b = 0; b < NB; ++b) {
-        const int u = u0 + b * kThreads, lo = u * VEC - shift;
-        if (u >= uend) continue;
-        if (from_smem) {
-          const uint4 q = keep[u];
-          ux[b] = Unit<T>{{q.x, q.y, q.z, q.w}};
-        } else {
-          ux[b] = load_last(xr, lo, V, unit_is_full<T>(lo, V));
-        }
-      }
-#pragma unroll
-      for (int b = 0; b < NB; ++b) {
-        const int u = u0 + b * kThreads, lo = u * VEC - shift;
-        if (u >= uend) continue;
-        A d[VEC];
-#pragma unroll
-        for (int j = 0; j < VEC; ++j) {
-          const A s = capped<T, CAP>(unit_acc(ux[b], j), k.cf);
-          A p;
-          if constexpr (kFast<T>) {
-            p = __fmul_rn(exp_term_fast<false>(__fsub_rn(s, m)), inv_S);  // subnormal p kept
+        for (int b = 0; b < NB; ++b) {
+          const int u = u0 + b * kThreads, lo = u * VEC - shift;
+          if (u >= uend) continue;
+          if (from_smem) {
+            const uint4 q = keep[u];
+            ux[b] = Unit<T>{{q.x, q.y, q.z, q.w}};
           } else {
-            const double e = s == A(-INFINITY) ? 0.0 : exp(__dsub_rn(static_cast<double>(s), static_cast<double>(m)));
-            p = to_a<A>(__ddiv_rn(e, S));
+            ux[b] = load_last(xr, lo, V, unit_is_full<T>(lo, V));
           }
-          d[j] = mul_rn(p, zfac);
         }
-        if (static_cast<unsigned>(yy - lo) < static_cast<unsigned>(VEC)) {
 #pragma unroll
-          for (int j = 0; j < VEC; ++j)
-            if (lo + j == yy) d[j] = sub_rn(d[j], one_m_eps);
-        }
-        A out[VEC];
+        for (int b = 0; b < NB; ++b) {
+          const int u = u0 + b * kThreads, lo = u * VEC - shift;
+          if (u >= uend) continue;
+          A d[VEC];
 #pragma unroll
-        for (int j = 0; j < VEC; ++j) {
-          A dj = d[j];
-          if constexpr (SMOOTH) dj = sub_rn(dj, eps_v);
-          if constexpr (CAP) {
-            const A th = tanh_acc<T>(div_rn(unit_acc(ux[b], j), k.cf));
-            dj = mul_rn(dj, sub_rn(A(1), mul_rn(th, th)));
+          for (int j = 0; j < VEC; ++j) {
+            const A s = capped<T, CAP>(unit_acc(ux[b], j), k.cf);
+            A p;
+            if constexpr (kFast<T>) {
+              p = __fmul_rn(exp_term_fast<false>(__fsub_rn(s, m)), inv_S);  // subnormal p kept
+            } else {
+              const double e = s == A(-INFINITY) ? 0.0 : exp(__dsub_rn(static_cast<double>(s), static_cast<double>(m)));
+              p = to_a<A>(__ddiv_rn(e, S));
+            }
+            d[j] = mul_rn(p, zfac);
           }
-          out[j] = mul_rn(gv, dj);
+          if (static_cast<unsigned>(yy - lo) < static_cast<unsigned>(VEC)) {
+#pragma unroll
+            for (int j = 0; j < VEC; ++j)
+              if (lo + j == yy) d[j] = sub_rn(d[j], one_m_eps);
+          }
+          A out[VEC];
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) {
+            A dj = d[j];
+            if constexpr (SMOOTH) dj = sub_rn(dj, eps_v);
+            if constexpr (CAP) {
+              const A th = tanh_acc<T>(div_rn(unit_acc(ux[b], j), k.cf));
+              dj = mul_rn(dj, sub_rn(A(1), mul_rn(th, th)));
+            }
+            out[j] = mul_rn(gv, dj);
+          }
+          store_grad(dr, lo, V, unit_is_full<T>(lo, V) && dx_al, pack_from_acc<T>(out));
         }
-        store_grad(dr, lo, V, unit_is_full<T>(lo, V) && dx_al, pack_from_acc<T>(out));
       }
-    }
     }
   }
 }
