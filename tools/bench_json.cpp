@@ -60,6 +60,11 @@ Peers read_peers(const std::string& path) {
       fail("field 'outputs' must be \"reuse\" or \"rotate\" (bench_peers.py --outputs)");
     p.outputs = j["outputs"].get<std::string>();
   }
+  if (j.contains("launch")) {
+    if (!j["launch"].is_string() || (j["launch"] != "per-call" && j["launch"] != "queued"))
+      fail("field 'launch' must be \"queued\" or \"per-call\" (bench_peers.py --launch)");
+    p.launch = j["launch"].get<std::string>();
+  }
   std::size_t i = 0;
   for (const auto& r : j["rows"]) {
     const std::string at = "rows[" + std::to_string(i++) + "]";
@@ -138,9 +143,12 @@ std::string choose_outputs(const std::string& requested, const std::optional<Pee
 std::string peers_header_line(const Peers& peers, const std::string& numgate_outputs) {
   const std::string head =
       strf("bench peers: %s (%zu rows, device %s); ", peers.file.c_str(), peers.rows.size(), peers.device.c_str());
-  if (peers.outputs == numgate_outputs) return head + strf("outputs %s on both sides\n", numgate_outputs.c_str());
-  return head + strf("numgate's outputs %s, the peers' %s: NOT the same handling (see --outputs)\n",
-                     numgate_outputs.c_str(), peers.outputs.c_str());
+  const std::string launch = peers.launch == "queued" ? "; peers' calls queued (back to back, like numgate's)"
+                                                      : "; peers launched per call (the GPU idles where the host is slower)";
+  if (peers.outputs == numgate_outputs)
+    return head + strf("outputs %s on both sides%s\n", numgate_outputs.c_str(), launch.c_str());
+  return head + strf("numgate's outputs %s, the peers' %s: NOT the same handling (see --outputs)%s\n",
+                     numgate_outputs.c_str(), peers.outputs.c_str(), launch.c_str());
 }
 
 std::string peer_line(const Line& l) {
@@ -255,7 +263,7 @@ nlohmann::ordered_json to_json(const Results& r) {
   if (r.peers) {
     const PeerSummary s = summarize_peers(r.lines);
     j["peers"] = {{"file", r.peers->file}, {"device", r.peers->device}, {"outputs", r.peers->outputs},
-                  {"same_outputs", r.peers->outputs == r.outputs}, {"won", s.won},
+                  {"same_outputs", r.peers->outputs == r.outputs}, {"launch", r.peers->launch}, {"won", s.won},
                   {"lost", s.lost},        {"event_won", s.event_won},  {"no_peer", s.no_peer}};
   } else {
     j["peers"] = nullptr;

@@ -53,6 +53,7 @@
 //     "peers": null | {                    with --peers
 //       "file": string, "device": string, "outputs": string ("reuse" | "rotate"),
 //       "same_outputs": boolean,           the peers' handling is numgate's ("outputs" above)
+//       "launch": string,                  the peers' launch ("queued" | "per-call", bench_peers.py --launch)
 //       "won": integer, "lost": integer,
 //       "event_won": integer,              rows won also by the event-timed median
 //       "no_peer": integer                 counted lines without a peer row
@@ -107,6 +108,11 @@ struct Peers {
   /// dropped: the allocator hands the next call the same, L2-warm output blocks; also what
   /// a file without the field means) or "rotate" (outputs rotate with the input sets).
   std::string outputs = "reuse";
+  /// How the peers were launched (bench_peers.py --launch): "queued" (the timed calls queued
+  /// behind a GPU spin: kernels back to back, as numgate-bench's loop launches its own) or
+  /// "per-call" (each call issued when the previous returned: the GPU idles between kernels
+  /// where the host is slower; also what a file without the field means, written before it).
+  std::string launch = "per-call";
   std::vector<PeerRow> rows;
 };
 

@@ -18,6 +18,14 @@ cache, and consecutive calls use consecutive sets (cold L2, as in a model step).
 warm-up calls, --iters calls run under the PyTorch profiler (CUPTI); a call's time is the
 sum of the durations of every GPU activity (kernels, memsets, copies) the profiler records,
 divided by the number of calls: GPU time only, no launch gaps, no host overhead.
+Launch (--launch): "queued" (the default) runs a GPU spin (torch.cuda._sleep, twice the host
+time of the timed calls, not counted) before the timed calls, so the host queues them all
+and their kernels run back to back, as numgate-bench's C++ loop launches numgate's;
+"per-call" issues each call when the previous one returns (issue 12's original method): a
+torch.compile or Liger call takes the host longer to issue than a 20 us kernel runs, so the
+GPU idles between the peer's kernels (median idle gaps of 60-106 us measured on the H200 at
+the 4x512 and 1x512 shapes, run 19), each kernel then starting on a drained memory system.
+Each row records the median idle gap between consecutive GPU activities ("median_gap_us").
 Outputs (--outputs): "reuse" (the default, the method of issue 12's table) drops each call's
 results, so PyTorch's caching allocator hands the next call the same output blocks, whose
 lines the previous call left in L2 when they fit (a peer's output smaller than L2 is then
@@ -50,11 +58,12 @@ tools/../kernels/*/..._oracle.cpp), in the same dtype, with FP32 math inside:
 Output (--out, JSON, schema_version 1; numgate-bench --peers reads it):
   {"schema_version": 1, "device": str, "torch": str, "triton": str,
    "liger": null | {"path": str, "commit": str | null},
-   "iters": int, "warmup": int, "outputs": "reuse" | "rotate",
+   "iters": int, "warmup": int, "outputs": "reuse" | "rotate", "launch": "queued" | "per-call",
    "rows": [{"op", "pass" ("forward" | "backward" | "fused"), "dtype", "shape": [int],
              "params": {name: number}, "peer" ("torch.compile" | "liger"),
              "kernel_us": number (GPU time per call, microseconds), "activities": number
-             (GPU activities per call), "same_semantics": bool, "note": str}],
+             (GPU activities per call), "same_semantics": bool, "note": str, "sets": int,
+             "median_gap_us": number (median idle time between consecutive GPU activities)}],
    "errors": [str]}                   a peer that failed at a shape: that row is missing
 Exit status: 0 written (possibly with errors listed); 2 bad arguments or unreadable input;
 77 no CUDA device.
@@ -112,25 +121,66 @@ def load_bench_lines(paths, dtypes):
 # ----------------------------------------------------------------------------------------
 
 
-def gpu_time_per_call(torch, call, nsets, iters, warmup):
-    """Mean GPU time per call (us) and GPU activities per call, from the profiler's records."""
+_SPIN = {}
+
+
+def spin_cycles_per_us(torch):
+    """Clock cycles per microsecond of torch.cuda._sleep's spin kernel (measured once)."""
+    if "c" not in _SPIN:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(1000)
+        start.record()
+        torch.cuda._sleep(20_000_000)
+        end.record()
+        end.synchronize()
+        _SPIN["c"] = 20_000_000 / (start.elapsed_time(end) * 1000.0)
+    return _SPIN["c"]
+
+
+def gpu_time_per_call(torch, call, nsets, iters, warmup, gaps=None, queued=False):
+    """Mean GPU time per call (us) and GPU activities per call, from the profiler's records.
+
+    queued=False: each call is issued when the previous one returns; where a call takes the
+    host longer to issue than its kernels run, the GPU idles between them (with a drained
+    memory system: the previous kernel's dirty L2 lines written back meanwhile).
+    queued=True: a GPU spin (torch.cuda._sleep, twice the host time of the timed calls) runs
+    first, so the host queues every timed call behind it and their kernels then run back to
+    back, as numgate-bench's C++ loop launches its own; the spin is not counted.
+    With a list `gaps`, appends the median idle gap (us) between consecutive GPU activities."""
+    import time
+
     from torch.profiler import ProfilerActivity, profile
 
     for i in range(warmup):
         call(i % nsets)
     torch.cuda.synchronize()
+    cycles = 0
+    if queued:
+        t0 = time.perf_counter()
+        for i in range(3):  # the host's steady-state time per call (compilation was in the warm-up)
+            call(i % nsets)
+        host_us = (time.perf_counter() - t0) * 1e6 / 3
+        torch.cuda.synchronize()
+        cycles = int(min(2 * host_us * iters + 1000, 500_000) * spin_cycles_per_us(torch))
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        if queued:
+            torch.cuda._sleep(cycles)
         for i in range(iters):
             call((warmup + i) % nsets)
         torch.cuda.synchronize()
-    total_us, n = 0.0, 0
-    for e in prof.events():
-        if e.device_type == torch.autograd.DeviceType.CUDA:
-            total_us += e.time_range.end - e.time_range.start
-            n += 1
-    if n == 0:
+    events = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    if queued:
+        spins = [e for e in events if "spin" in e.name]
+        if len(spins) != 1:
+            raise RuntimeError(f"queued timing: {len(spins)} spin kernels recorded, expected 1")
+        events = [e for e in events if "spin" not in e.name]
+    spans = sorted((e.time_range.start, e.time_range.end) for e in events)
+    if not spans:
         raise RuntimeError("the profiler recorded no GPU activity (CUPTI unavailable?)")
-    return total_us / iters, n / iters
+    if gaps is not None:
+        idle = sorted(spans[i + 1][0] - spans[i][1] for i in range(len(spans) - 1))
+        gaps.append(idle[len(idle) // 2] if idle else 0.0)
+    return sum(e - s for s, e in spans) / iters, len(spans) / iters
 
 
 def sets_for(footprint_bytes, l2_bytes, set_bytes, free_bytes):
@@ -604,6 +654,10 @@ def main():
     ap.add_argument("--outputs", choices=("reuse", "rotate"), default="reuse",
                     help="reuse: drop each call's results (the allocator reuses one output block); "
                          "rotate: keep the last sets + 1 results alive (outputs rotate like numgate-bench --outputs rotate)")
+    ap.add_argument("--launch", choices=("queued", "per-call"), default="queued",
+                    help="per-call: each call issued when the previous returns (the GPU idles between kernels "
+                         "where a call takes the host longer than its kernels run); queued: a GPU spin first, so "
+                         "the timed calls queue behind it and run back to back, as numgate-bench launches its own")
     ap.add_argument("--iters", type=int, default=50)
     ap.add_argument("--warmup", type=int, default=5)
     a = ap.parse_args()
@@ -669,11 +723,14 @@ def main():
                     if held["ring"] is not None:
                         held["ring"].append(result)
 
-                us, acts = gpu_time_per_call(torch, timed, n, a.iters, a.warmup)
+                g = []
+                us, acts = gpu_time_per_call(torch, timed, n, a.iters, a.warmup, g, queued=a.launch == "queued")
+                gap = g[0]
                 rows.append({"op": c["op"], "pass": pas, "dtype": c["dtype"], "shape": c["shape"], "params": c["params"],
                              "peer": peer, "kernel_us": us, "activities": acts, "same_semantics": same, "note": note,
-                             "sets": n})
-                print(f"peer {tag}: {us:.2f} us/call ({acts:.1f} GPU activities/call, {n} input sets)"
+                             "sets": n, "median_gap_us": gap})
+                print(f"peer {tag}: {us:.2f} us/call ({acts:.1f} GPU activities/call, {n} input sets, "
+                      f"median idle gap {gap:.2f} us)"
                       + ("" if same else "  [different semantics]"), flush=True)
             except Exception as e:  # noqa: BLE001
                 msg = f"{tag}: {type(e).__name__}: {e}"
@@ -685,7 +742,7 @@ def main():
                 s0 = None
             torch.cuda.empty_cache()
     doc = {"schema_version": 1, "device": props.name, "torch": torch.__version__, "triton": triton.__version__,
-           "liger": liger, "iters": a.iters, "warmup": a.warmup, "outputs": a.outputs, "rows": rows, "errors": errors}
+           "liger": liger, "iters": a.iters, "warmup": a.warmup, "outputs": a.outputs, "launch": a.launch, "rows": rows, "errors": errors}
     d = os.path.dirname(os.path.abspath(a.out))
     fd, tmp = tempfile.mkstemp(dir=d, prefix=".peers.", suffix=".json")
     with os.fdopen(fd, "w") as f:

@@ -819,6 +819,8 @@ TEST(BenchPeers, TheFastestPeerOfTheSameSemanticsAtTheSameShapeAndParametersIsCh
   EXPECT_EQ(p.outputs, "reuse");  // a file without the field: bench_peers.py's default
   const std::string rotated = R"({"schema_version": 1, "outputs": "rotate", "rows": []})";
   EXPECT_EQ(peers_from(rotated).outputs, "rotate");
+  EXPECT_EQ(p.launch, "per-call");  // a file without the field: bench_peers.py's default
+  EXPECT_EQ(peers_from(R"({"schema_version": 1, "launch": "queued", "rows": []})").launch, "queued");
   const auto m = bench::compare_with_peers(rms_line("Forward", 9.0, 11.2), p);
   ASSERT_TRUE(m.has_value());
   EXPECT_EQ(m->best.peer, "liger");
@@ -891,6 +893,7 @@ TEST(BenchPeers, VariantsAreComparedButOnlyTheMainTargetAndFusedAreCounted) {
   r.outputs = "reuse";
   bench::write_json(r, path);
   EXPECT_EQ(json::parse(slurp(path)).at("peers").at("same_outputs"), true);
+  EXPECT_EQ(j.at("peers").at("launch"), "per-call");  // a peers file without the field: per call
   const json& e = j.at("results").at(3);
   EXPECT_EQ(e.at("variant"), "fused");
   EXPECT_EQ(e.at("pass"), "backward");
@@ -918,10 +921,16 @@ TEST(BenchPeers, NumgateWritesItsOutputsAsThePeersDidUnlessToldOtherwise) {
   EXPECT_THROW((void)bench::choose_outputs("keep", reused), std::invalid_argument);
   // The comparison's head says whether both sides wrote alike.
   EXPECT_EQ(bench::peers_header_line(reused, "reuse"),
-            "bench peers: p.json (0 rows, device NVIDIA H200); outputs reuse on both sides\n");
+            "bench peers: p.json (0 rows, device NVIDIA H200); outputs reuse on both sides; peers launched per call "
+            "(the GPU idles where the host is slower)\n");
   EXPECT_EQ(bench::peers_header_line(reused, "rotate"),
             "bench peers: p.json (0 rows, device NVIDIA H200); numgate's outputs rotate, the peers' reuse: NOT the "
-            "same handling (see --outputs)\n");
+            "same handling (see --outputs); peers launched per call (the GPU idles where the host is slower)\n");
+  bench::Peers queued = reused;
+  queued.launch = "queued";
+  EXPECT_EQ(bench::peers_header_line(queued, "reuse"),
+            "bench peers: p.json (0 rows, device NVIDIA H200); outputs reuse on both sides; peers' calls queued (back "
+            "to back, like numgate's)\n");
 }
 
 TEST(BenchPeers, AMalformedPeersFileIsRefusedNamingTheFileRowAndField) {
@@ -937,6 +946,7 @@ TEST(BenchPeers, AMalformedPeersFileIsRefusedNamingTheFileRowAndField) {
   EXPECT_PRED2(has_substr, error_of(R"({"schema_version": 2, "rows": []})"), "'schema_version' must be 1");
   EXPECT_PRED2(has_substr, error_of(R"({"schema_version": 1})"), "field 'rows'");
   EXPECT_PRED2(has_substr, error_of(R"({"schema_version": 1, "outputs": "keep", "rows": []})"), "field 'outputs'");
+  EXPECT_PRED2(has_substr, error_of(R"({"schema_version": 1, "launch": "batched", "rows": []})"), "field 'launch'");
   EXPECT_PRED2(has_substr, error_of(peers_doc(peer_row("liger", "sideways", 1.0))), "rows[0]: field 'pass'");
   EXPECT_PRED2(has_substr, error_of(peers_doc(peer_row("liger", "forward", 1.0) + "," + peer_row("liger", "forward", -1.0))),
                "rows[1]: field 'kernel_us' must be a positive number");
