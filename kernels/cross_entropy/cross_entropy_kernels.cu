@@ -54,10 +54,12 @@ Design.
     writing dlogits with streaming stores (st.global.cs). The statistics sweep also stores
     the row's first keep_units units (up to kKeepSmem = 200 KiB: all of a row of up to
     ~100k bf16 elements, 12,800 of the ~18,993 units at vocab 151,936) in the block's shared
-    memory, each thread its own units, and the gradient sweep reads them there; the rest
-    it reads again by loads marked as the row's last use (ld.global.cs), L2 hits (the units
-    the statistics sweep loaded last), so DRAM sees the logits once. Where a unit comes
-    from changes no value (the same 16 bytes). When the gradient sweep starts, thread 0 asks
+    memory, each thread its own units. The gradient sweep first reads the rest again by
+    loads marked as the row's last use (ld.global.cs), L2 hits (the units the statistics
+    sweep loaded last, re-read before later traffic evicts them), then the kept units from
+    shared memory; so DRAM sees the logits once. Where a unit comes from, and in which
+    order the units are visited, changes no value (the same 16 bytes; each dlogit depends
+    on its own logit and the row's statistics only). When the gradient sweep starts, thread 0 asks
     L2 for the first 96 KiB of the block's next row (cp.async.bulk.prefetch.L2). Ignored
     tokens, and mean with n = 0, write exact zeros without reading the logits.
   fused (backward_rows, FUSED true; forward_backward): per row the statistics sweep and the
@@ -69,22 +71,24 @@ Design.
 
 Performance (H200, 8192 x 151,936 bf16, mean: numgate-bench's kernel clock, the GPU time
 per call of every kernel a call launches; run 18 of the whole suite, D2D copy 4272 GB/s
-read + write). Minimal bytes = the inputs read once + the outputs written once.
+read + write; the backward and fused figures from run 19). Minimal bytes = the inputs read
+once + the outputs written once.
   forward: 2.49 GB (logits; targets, loss, lse ~0.1 MB); 830 us = 3.00 TB/s, 70% of copy.
     Limit (not profiled): per SM one block with 64 KiB of loads in flight, synchronous per
     batch, and a block reduction at every row end with no loads in flight; deeper batches
     spill at 1024 threads, and an L2 bulk prefetch of the next row made it slower
     (988-1086 us in a tuning run).
-  backward: 4.98 GB (logits read once, dlogits written once); 1802 us = 2.76 TB/s, 65% of
-    copy. fused: the same 4.98 GB (+ lse, loss); 1760 us = 2.83 TB/s, 66% of copy (Liger's
-    fused kernel 1725 us in the same run: 1.02 of it). At 512 x 151,936: backward 114 us,
-    fused 117 us (Liger 151 us).
+  backward: 4.98 GB (logits read once, dlogits written once); 1729-1777 us = 2.80-2.88
+    TB/s, 66-68% of copy (run 19, two calls). fused: the same 4.98 GB (+ lse, loss);
+    1750-1751 us = 2.85 TB/s, 67% of copy (Liger's fused kernel 1725 us: 1.01 of it). At
+    512 x 151,936: backward 114 us, fused 117 us (Liger 151 us).
     Limit (not profiled): the two sweeps per row run back to back in each SM's single block
     (the statistics sweep reads DRAM at one block's memory-level parallelism, as the
     forward; the gradient sweep writes DRAM at 2 units in flight per thread, with
     ~11 instructions per element, the subnormal-keeping 2^x among them). Measured in run
-    18 (README): keeping 200 KiB of the row in shared memory gave the figures above (1819 /
-    1811 us without, run 17); not kept: prefetching 192 KiB of the next row instead of 96 (fused
+    18 and 19 (README): keeping 200 KiB of the row in shared memory (1819 / 1811 us
+    without, run 17; 1802 / 1760 us with, run 18), then re-reading the L2 units before the
+    kept ones (the figures above); not kept: prefetching 192 KiB of the next row instead of 96 (fused
     1884 us); the whole row in shared memory over a 2-CTA cluster of 512 threads each
     (half the threads per SM: 2178 us); ex2.approx.ftz on the rows where no term can be
     subnormal (1810 us, no gain).
@@ -540,9 +544,9 @@ __device__ __forceinline__ Unit<T> load_last(const T* row, int lo, int n, bool v
 /// blockIdx.x + gridDim.x, ...; the result of a row does not depend on the grid size.
 /// Thread 0 prefetches the first pf_bytes of the block's next row into L2 when the gradient
 /// sweep starts (the gradient sweep reads L2 and writes DRAM; meanwhile DRAM reads ahead).
-/// The gradient sweep reads the units u < keep_units from shared memory (the statistics
-/// sweep stored them there) and the rest by loads marked as the row's last use
-/// (ld.global.cs: evicted first).
+/// The gradient sweep first reads the units u >= keep_units by loads marked as the row's
+/// last use (ld.global.cs: evicted first; L2 hits, the statistics sweep loaded them last),
+/// then the units u < keep_units from shared memory (the statistics sweep stored them there).
 /// TREE: the statistics' combining tree (Tree::ascending: the fused kernel's mutant only).
 template <typename T, bool CAP, bool SMOOTH, bool FUSED, int NBS, int NB, Tree TREE = Tree::production>
 __global__ void __launch_bounds__(kThreads, 1)
