@@ -23,8 +23,9 @@ time of the timed calls, not counted) before the timed calls, so the host queues
 and their kernels run back to back, as numgate-bench's C++ loop launches numgate's;
 "per-call" issues each call when the previous one returns (issue 12's original method): a
 torch.compile or Liger call takes the host longer to issue than a 20 us kernel runs, so the
-GPU idles between the peer's kernels (median idle gaps of 60-106 us measured on the H200 at
-the 4x512 and 1x512 shapes, run 19), each kernel then starting on a drained memory system.
+GPU idles between the peer's kernels (median idle gaps of 60-106 us on the H200 at the
+4x512 and 1x512 shapes, run 19); measured there, the peers' kernel times were the same
+either way (queued 0.5-0.6% longer), but only queued matches numgate-bench's launches.
 Each row records the median idle gap between consecutive GPU activities ("median_gap_us").
 Outputs (--outputs): "reuse" (the default, the method of issue 12's table) drops each call's
 results, so PyTorch's caching allocator hands the next call the same output blocks, whose

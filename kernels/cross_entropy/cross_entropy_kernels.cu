@@ -78,10 +78,10 @@ once + the outputs written once.
     batch, and a block reduction at every row end with no loads in flight; deeper batches
     spill at 1024 threads, and an L2 bulk prefetch of the next row made it slower
     (988-1086 us in a tuning run).
-  backward: 4.98 GB (logits read once, dlogits written once); 1729-1777 us = 2.80-2.88
-    TB/s, 66-68% of copy (run 19, two calls). fused: the same 4.98 GB (+ lse, loss);
-    1750-1751 us = 2.85 TB/s, 67% of copy (Liger's fused kernel 1725 us: 1.01 of it). At
-    512 x 151,936: backward 114 us, fused 117 us (Liger 151 us).
+  backward: 4.98 GB (logits read once, dlogits written once); 1720-1777 us = 2.80-2.90
+    TB/s, 66-68% of copy (run 19, three calls). fused: the same 4.98 GB (+ lse, loss);
+    1730-1751 us = 2.84-2.88 TB/s, 67% of copy (Liger's fused kernel 1719-1726 us: 1.01 of
+    it). At 512 x 151,936: backward 114 us, fused 116 us (Liger 151 us).
     Limit (not profiled): the two sweeps per row run back to back in each SM's single block
     (the statistics sweep reads DRAM at one block's memory-level parallelism, as the
     forward; the gradient sweep writes DRAM at 2 units in flight per thread, with

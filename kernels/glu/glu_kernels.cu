@@ -72,7 +72,9 @@ memcpy, 4246 GB/s; run 17, 2026-12-03, the aligned kernels):
   it; nor plain ld.global instead of the read-only (.nc) loads (19.73 us), nor 64-1024
   threads per block (19.63-19.95 us). torch.compile's kernel takes 18.86 us there when its
   output block is the one the previous call wrote (still in L2) and 19.60 us when outputs
-  rotate like ours (tools/bench_peers.py --outputs rotate; README, run 17).
+  rotate like ours (tools/bench_peers.py --outputs rotate; README, run 17). Nor the idle
+  gaps the per-call script left between its kernels (84 us median): queued back to back,
+  its kernel took 18.95 us against 18.84 (README, run 19). Not isolated.
   (event-timed medians, which include launch gaps, are 2-3 us longer.) Math per element
   (PTX instructions of the vector path): SiLU 17 forward / 39 backward, erf GELU 37 / 66;
   at the H200's issue rate 66 per element take ~50 us of the erf backward's 61, and the
