@@ -142,8 +142,7 @@ def gpu_time_per_call(torch, call, nsets, iters, warmup, gaps=None, queued=False
     """Mean GPU time per call (us) and GPU activities per call, from the profiler's records.
 
     queued=False: each call is issued when the previous one returns; where a call takes the
-    host longer to issue than its kernels run, the GPU idles between them (with a drained
-    memory system: the previous kernel's dirty L2 lines written back meanwhile).
+    host longer to issue than its kernels run, the GPU idles between them.
     queued=True: a GPU spin (torch.cuda._sleep, twice the host time of the timed calls) runs
     first, so the host queues every timed call behind it and their kernels then run back to
     back, as numgate-bench's C++ loop launches its own; the spin is not counted.
