@@ -243,26 +243,37 @@ __global__ void __launch_bounds__(kThreads)
 /// 16-byte aligned): unit u is elements [u VEC, u VEC + VEC) of every tensor, one 16-byte
 /// access each; no virtual grid, no per-tensor alignment test, no element-wise fallback.
 /// The same per-element operations as glu_forward_kernel / glu_backward_kernel (so their
-/// results bit for bit), one unit per thread, the same hints.
+/// results bit for bit), one unit per thread, the same hints. The forward's Flat = true
+/// instance has no loop at all (one unit per thread, the launcher's grid covers every
+/// unit: it is used whenever that grid fits in 2^31 - 1 blocks); Flat = false strides.
 template <typename T, Fn F, bool Cs>
-__global__ void __launch_bounds__(kThreads)
-    glu_forward_aligned_kernel(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ y, int64_t n) {
+__device__ __forceinline__ void glu_forward_unit(const T* __restrict__ a, const T* __restrict__ b,
+                                                 T* __restrict__ y, int64_t n, int64_t u) {
   using C = comp_t<T>;
   using A = acc_t<T>;
   constexpr int V = kVec<T>;
-  const int64_t nunits = n / V;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t u = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; u < nunits; u += stride) {
-    const int64_t lo = u * V;
-    const Unit<T> au = load_unit_hint<Cs>(a, lo, n, true);
-    const Unit<T> bu = load_unit_hint<Cs>(b, lo, n, true);
-    A out[V];
+  const int64_t lo = u * V;
+  const Unit<T> au = load_unit_hint<Cs>(a, lo, n, true);
+  const Unit<T> bu = load_unit_hint<Cs>(b, lo, n, true);
+  A out[V];
 #pragma unroll
-    for (int j = 0; j < V; ++j) {
-      const C av = static_cast<C>(unit_acc(au, j)), bv = static_cast<C>(unit_acc(bu, j));
-      out[j] = static_cast<A>(act<F>(av) * bv);
-    }
-    store_unit_hint<Cs>(y, lo, n, true, pack_from_acc<T>(out));
+  for (int j = 0; j < V; ++j) {
+    const C av = static_cast<C>(unit_acc(au, j)), bv = static_cast<C>(unit_acc(bu, j));
+    out[j] = static_cast<A>(act<F>(av) * bv);
+  }
+  store_unit_hint<Cs>(y, lo, n, true, pack_from_acc<T>(out));
+}
+
+template <typename T, Fn F, bool Cs, bool Flat>
+__global__ void __launch_bounds__(kThreads)
+    glu_forward_aligned_kernel(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ y, int64_t n) {
+  const int64_t nunits = n / kVec<T>;
+  const int64_t u = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if constexpr (Flat) {
+    if (u < nunits) glu_forward_unit<T, F, Cs>(a, b, y, n, u);
+  } else {
+    const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+    for (int64_t v = u; v < nunits; v += stride) glu_forward_unit<T, F, Cs>(a, b, y, n, v);
   }
 }
 
@@ -329,9 +340,13 @@ cudaError_t launch_forward(const T* a, const T* b, T* y, int64_t n, cudaStream_t
   if (a == nullptr || b == nullptr || y == nullptr) return cudaErrorInvalidValue;
   if (!aligned_to_element<T>(a) || !aligned_to_element<T>(b) || !aligned_to_element<T>(y))
     return cudaErrorInvalidValue;
-  if (all_aligned<T>(n, {a, b, y}))
-    glu_forward_aligned_kernel<T, F, kCs<F>><<<grid_for(a, n), kThreads, 0, stream>>>(a, b, y, n);
-  else
+  if (all_aligned<T>(n, {a, b, y})) {
+    const int64_t blocks = (n / kVec<T> + kThreads - 1) / kThreads;
+    if (blocks <= int64_t(0x7fffffff))
+      glu_forward_aligned_kernel<T, F, kCs<F>, true><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(a, b, y, n);
+    else
+      glu_forward_aligned_kernel<T, F, kCs<F>, false><<<0x7fffffffu, kThreads, 0, stream>>>(a, b, y, n);
+  } else
     glu_forward_kernel<T, F, kUnroll, kCs<F>><<<grid_for(a, n), kThreads, 0, stream>>>(a, b, y, n);
   return cudaGetLastError();
 }
