@@ -60,24 +60,22 @@ Design.
 
 Speed (H200, numgate-bench kernel clock = CUPTI GPU time per launch, bf16; minimal traffic
 = each input read once and each output written once; copy = the same GPU's device-to-device
-memcpy, 4246 GB/s; run 17, 2026-12-03, the aligned kernels):
+memcpy, 4270 GB/s in that run; run 20, 2026-12-03, `tools/run.sh`, outputs rotating):
   kernel                   shape          bytes     time      of copy  limited by
-  swiglu forward           4x512x12288   151.0 MB   36.34 us   98%     DRAM
-  swiglu backward          4x512x12288   251.7 MB   60.05 us   99%     DRAM
-  swiglu forward           1x512x25600    78.6 MB   20.01 us   93%     DRAM + launch ramp
-  swiglu backward          1x512x25600   131.1 MB   32.44 us   95%     DRAM + launch ramp
-  geglu (erf) forward      4x512x12288   151.0 MB   40.43 us   88%     issue
-  geglu (erf) backward     4x512x12288   251.7 MB   60.60 us   98%     DRAM and issue
-  geglu (tanh) forward     1x512x25600    78.6 MB   21.62 us   86%     issue and launch ramp
-  geglu (tanh) backward    1x512x25600   131.1 MB   32.76 us   94%     issue and launch ramp
-  The SwiGLU forward's gap to torch.compile (1-6%) is not the math: in a scratch harness (the peers' timing method, one process) a SiLU forward
-  with no activation at all (y = a * b) took 19.69 us at 1x512x25600 against 19.75 us with
-  it; nor plain ld.global instead of the read-only (.nc) loads (19.73 us), nor 64-1024
-  threads per block (19.63-19.95 us). torch.compile's kernel takes 18.86 us there when its
-  output block is the one the previous call wrote (still in L2) and 19.60 us when outputs
-  rotate like ours (tools/bench_peers.py --outputs rotate; README, run 17). Nor the idle
-  gaps the per-call script left between its kernels (84 us median): queued back to back,
-  its kernel took 18.95 us against 18.84 (README, run 19). Not isolated.
+  swiglu forward           4x512x12288   151.0 MB   36.15 us   98%     DRAM
+  swiglu backward          4x512x12288   251.7 MB   60.02 us   98%     DRAM
+  swiglu forward           1x512x25600    78.6 MB   19.84 us   93%     DRAM + launch ramp
+  swiglu backward          1x512x25600   131.1 MB   32.33 us   95%     DRAM + launch ramp
+  geglu (erf) forward      4x512x12288   151.0 MB   39.92 us   89%     issue
+  geglu (erf) backward     4x512x12288   251.7 MB   60.59 us   97%     DRAM and issue
+  geglu (tanh) forward     1x512x25600    78.6 MB   21.29 us   87%     issue and launch ramp
+  geglu (tanh) backward    1x512x25600   131.1 MB   32.74 us   94%     issue and launch ramp
+  Against torch.compile (tools/bench_peers.py, the same run, peers queued): SwiGLU forward
+  36.02 / 36.13 us and 19.09 / 18.96 us with both sides reusing their outputs (ratio 1.00
+  and 1.01), 35.97 / 36.06 and 19.77 / 19.80 with both rotating (1.00, 1.00). The
+  remaining 1% at 1x512x25600 (reused outputs) is not the math: a SiLU forward with no
+  activation at all (y = a * b) took 19.69 us against 19.75 with it (run 17, a scratch
+  harness), and 128 / 512-thread blocks measured the same as 256 (19.07-19.15 us, run 20).
   (event-timed medians, which include launch gaps, are 2-3 us longer.) Math per element
   (PTX instructions of the vector path): SiLU 17 forward / 39 backward, erf GELU 37 / 66;
   at the H200's issue rate 66 per element take ~50 us of the erf backward's 61, and the
