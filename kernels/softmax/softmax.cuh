@@ -41,8 +41,9 @@
 // (128 threads per row); longer rows are swept twice. It reads every y and dy (a NaN or
 // Inf dy at a masked position, where y = 0, makes the row's dx NaN, as the golden does).
 //
-// Determinism: no atomics; the launch shape (256 threads per row forward; backward 128,
-// or 256 for rows it sweeps twice) and every summation
+// Determinism: no atomics; the launch shape (256 threads per row forward, backward 128,
+// or 256 for rows it sweeps twice; rows of one 16-byte unit per thread get the narrowest
+// block of 32, 64 or 128 threads that holds them, bitwise the wider block's results) and every summation
 // order depend only on k_len and the row's 16-byte phase, so repeated calls give bitwise
 // identical results, and a row launched alone (with its row_offset) gives bitwise its row
 // of a batched launch when it has the same 16-byte phase.
@@ -81,10 +82,27 @@ cudaError_t forward(const T* x, const T* mask, T* y, int64_t rows, int64_t q_len
 template <typename T>
 cudaError_t backward(const T* y, const T* dy, T* dx, int64_t rows, int64_t k_len, double scale, cudaStream_t stream);
 
+/// Test hooks (tests/gpu/test_aligned_paths.cpp, SoftmaxBlockWidth): forward() / backward()
+/// with the block width forced to `block_threads` threads per row, for rows of at most that
+/// many 16-byte units (one unit per thread): forward 32, 64, 128 or 256, backward 32, 64 or
+/// 128. The launchers give such a row the narrowest of these that holds it; the hooks let a
+/// test launch the same rows on a wider block and compare the bits. cudaErrorInvalidValue
+/// (nothing launched) for another width, a longer row, or what forward() / backward() refuse.
+template <typename T>
+cudaError_t forward_with_block(int block_threads, const T* x, const T* mask, T* y, int64_t rows, int64_t q_len,
+                               int64_t k_len, double scale, int mask_mode, int64_t row_offset, cudaStream_t stream);
+template <typename T>
+cudaError_t backward_with_block(int block_threads, const T* y, const T* dy, T* dx, int64_t rows, int64_t k_len,
+                                double scale, cudaStream_t stream);
+
 #define NUMGATE_SOFTMAX_EXTERN(T)                                                                          \
   extern template cudaError_t forward<T>(const T*, const T*, T*, int64_t, int64_t, int64_t, double, int,  \
                                          int64_t, cudaStream_t);                                           \
-  extern template cudaError_t backward<T>(const T*, const T*, T*, int64_t, int64_t, double, cudaStream_t);
+  extern template cudaError_t backward<T>(const T*, const T*, T*, int64_t, int64_t, double, cudaStream_t);  \
+  extern template cudaError_t forward_with_block<T>(int, const T*, const T*, T*, int64_t, int64_t, int64_t,  \
+                                                    double, int, int64_t, cudaStream_t);                      \
+  extern template cudaError_t backward_with_block<T>(int, const T*, const T*, T*, int64_t, int64_t, double,   \
+                                                     cudaStream_t);
 NUMGATE_SOFTMAX_EXTERN(float)
 NUMGATE_SOFTMAX_EXTERN(double)
 NUMGATE_SOFTMAX_EXTERN(__half)

@@ -262,8 +262,8 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(const T* __restrict__
 /// Forward with the row held in registers: thread t caches units t, t + 256, ...,
 /// t + (R - 1) * 256 (the row has at most R * 256 units). Same operations in the same
 /// order as forward_kernel.
-template <typename T, int R>
-__global__ void __launch_bounds__(kThreads) forward_cached_kernel(const T* __restrict__ x, const T* __restrict__ mask,
+template <typename T, int R, int NT = kThreads>
+__global__ void __launch_bounds__(NT) forward_cached_kernel(const T* __restrict__ x, const T* __restrict__ mask,
                                                                   T* __restrict__ y, int64_t q_len, int k_len,
                                                                   acc_t<T> sf, int mask_mode, int64_t row_offset) {
   using A = acc_t<T>;
@@ -279,7 +279,7 @@ __global__ void __launch_bounds__(kThreads) forward_cached_kernel(const T* __res
 #pragma unroll
   for (int k = 0; k < R; ++k) {
     keep[k] = 0;
-    const int u = static_cast<int>(threadIdx.x) + k * kThreads;
+    const int u = static_cast<int>(threadIdx.x) + k * NT;
     if (u >= row.nunits) continue;
     const int lo = u * VEC - row.shift;
     const bool full = unit_is_full<T>(lo, k_len);
@@ -333,7 +333,7 @@ __global__ void __launch_bounds__(kThreads) forward_cached_kernel(const T* __res
 
 #pragma unroll
   for (int k = 0; k < R; ++k) {
-    const int u = static_cast<int>(threadIdx.x) + k * kThreads;
+    const int u = static_cast<int>(threadIdx.x) + k * NT;
     if (u >= row.nunits) continue;
     const int lo = u * VEC - row.shift;
     A out[VEC];
@@ -471,7 +471,7 @@ constexpr bool kBwdStream = false;
 /// per thread) that holds the row, else the two-sweep kernel.
 template <typename T>
 cudaError_t backward_launch(const T* y, const T* dy, T* dx, int64_t rows, int64_t k_len, double scale,
-                            cudaStream_t stream) {
+                            int block_threads, cudaStream_t stream) {
   constexpr int NT = kBwdThreads;
   const int64_t vec = kVec<T>;
   const int64_t max_units =
@@ -481,7 +481,22 @@ cudaError_t backward_launch(const T* y, const T* dy, T* dx, int64_t rows, int64_
   const unsigned grid = static_cast<unsigned>(rows);
   const int kl = static_cast<int>(k_len);
   const acc_t<T> sf = static_cast<acc_t<T>>(scale);
-  if (max_units <= 1 * NT) backward_cached_kernel<T, 1, kBwdStream, NT><<<grid, NT, 0, stream>>>(y, dy, dx, kl, sf);
+  if (block_threads != 0) {  // the test hook backward_with_block
+    if (max_units > block_threads) return cudaErrorInvalidValue;
+    switch (block_threads) {
+      case 32: backward_cached_kernel<T, 1, kBwdStream, 32><<<grid, 32, 0, stream>>>(y, dy, dx, kl, sf); break;
+      case 64: backward_cached_kernel<T, 1, kBwdStream, 64><<<grid, 64, 0, stream>>>(y, dy, dx, kl, sf); break;
+      case NT: backward_cached_kernel<T, 1, kBwdStream, NT><<<grid, NT, 0, stream>>>(y, dy, dx, kl, sf); break;
+      default: return cudaErrorInvalidValue;
+    }
+    return cudaGetLastError();
+  }
+  // Rows of at most 64 units: the narrowest block that holds them, one unit per thread
+  // (bitwise the 128-thread block's dx: the dropped threads' +0 entries in block_sum's
+  // fixed tree are the same leaves either way), more rows in flight per SM.
+  if (max_units <= 32) backward_cached_kernel<T, 1, kBwdStream, 32><<<grid, 32, 0, stream>>>(y, dy, dx, kl, sf);
+  else if (max_units <= 64) backward_cached_kernel<T, 1, kBwdStream, 64><<<grid, 64, 0, stream>>>(y, dy, dx, kl, sf);
+  else if (max_units <= 1 * NT) backward_cached_kernel<T, 1, kBwdStream, NT><<<grid, NT, 0, stream>>>(y, dy, dx, kl, sf);
   else if (max_units <= 2 * NT) backward_cached_kernel<T, 2, kBwdStream, NT><<<grid, NT, 0, stream>>>(y, dy, dx, kl, sf);
   else if (max_units <= 4 * NT) backward_cached_kernel<T, 4, kBwdStream, NT><<<grid, NT, 0, stream>>>(y, dy, dx, kl, sf);
   else if (max_units <= kBwdCacheUnits * NT)
@@ -490,11 +505,12 @@ cudaError_t backward_launch(const T* y, const T* dy, T* dx, int64_t rows, int64_
   return cudaGetLastError();
 }
 
-}  // namespace
 
+/// forward() with the block width forced when block_threads != 0 (the test hook
+/// forward_with_block: rows of at most block_threads units, one unit per thread).
 template <typename T>
-cudaError_t forward(const T* x, const T* mask, T* y, int64_t rows, int64_t q_len, int64_t k_len, double scale,
-                    int mask_mode, int64_t row_offset, cudaStream_t stream) {
+cudaError_t forward_impl(const T* x, const T* mask, T* y, int64_t rows, int64_t q_len, int64_t k_len, double scale,
+                         int mask_mode, int64_t row_offset, int block_threads, cudaStream_t stream) {
   if (rows < 0 || rows > kMaxRows || k_len < 1 || k_len > kMaxKLen || q_len < 1 || row_offset < 0 ||
       mask_mode < 0 || mask_mode > 2)
     return cudaErrorInvalidValue;
@@ -512,7 +528,28 @@ cudaError_t forward(const T* x, const T* mask, T* y, int64_t rows, int64_t q_len
   const unsigned grid = static_cast<unsigned>(rows);
   const int kl = static_cast<int>(k_len);
   const acc_t<T> sf = static_cast<acc_t<T>>(scale);
-  if (max_units <= 1 * kThreads)
+  if (block_threads != 0) {
+    if (max_units > block_threads) return cudaErrorInvalidValue;
+    switch (block_threads) {
+      case 32: forward_cached_kernel<T, 1, 32><<<grid, 32, 0, stream>>>(x, mask, y, q_len, kl, sf, mask_mode, row_offset); break;
+      case 64: forward_cached_kernel<T, 1, 64><<<grid, 64, 0, stream>>>(x, mask, y, q_len, kl, sf, mask_mode, row_offset); break;
+      case 128: forward_cached_kernel<T, 1, 128><<<grid, 128, 0, stream>>>(x, mask, y, q_len, kl, sf, mask_mode, row_offset); break;
+      case kThreads: forward_cached_kernel<T, 1><<<grid, kThreads, 0, stream>>>(x, mask, y, q_len, kl, sf, mask_mode, row_offset); break;
+      default: return cudaErrorInvalidValue;
+    }
+    return cudaGetLastError();
+  }
+  // Rows of one unit per thread take the narrowest block that holds them (32, 64 or 128
+  // threads): more rows in flight per SM for short rows, and bitwise the 256-thread
+  // block's results (the threads it drops hold no unit: their +0 / -inf entries in the
+  // block reductions' fixed trees are the same leaves either way).
+  if (max_units <= 32)
+    forward_cached_kernel<T, 1, 32><<<grid, 32, 0, stream>>>(x, mask, y, q_len, kl, sf, mask_mode, row_offset);
+  else if (max_units <= 64)
+    forward_cached_kernel<T, 1, 64><<<grid, 64, 0, stream>>>(x, mask, y, q_len, kl, sf, mask_mode, row_offset);
+  else if (max_units <= 128)
+    forward_cached_kernel<T, 1, 128><<<grid, 128, 0, stream>>>(x, mask, y, q_len, kl, sf, mask_mode, row_offset);
+  else if (max_units <= 1 * kThreads)
     forward_cached_kernel<T, 1><<<grid, kThreads, 0, stream>>>(x, mask, y, q_len, kl, sf, mask_mode, row_offset);
   else if (max_units <= 2 * kThreads)
     forward_cached_kernel<T, 2><<<grid, kThreads, 0, stream>>>(x, mask, y, q_len, kl, sf, mask_mode, row_offset);
@@ -527,17 +564,45 @@ cudaError_t forward(const T* x, const T* mask, T* y, int64_t rows, int64_t q_len
 }
 
 template <typename T>
-cudaError_t backward(const T* y, const T* dy, T* dx, int64_t rows, int64_t k_len, double scale, cudaStream_t stream) {
+cudaError_t backward_impl(const T* y, const T* dy, T* dx, int64_t rows, int64_t k_len, double scale, int block_threads,
+                          cudaStream_t stream) {
   if (rows < 0 || rows > kMaxRows || k_len < 1 || k_len > kMaxKLen) return cudaErrorInvalidValue;
   if (rows == 0) return cudaSuccess;
   if (!y || !dy || !dx || !aligned(y) || !aligned(dy) || !aligned(dx)) return cudaErrorInvalidValue;
-  return backward_launch(y, dy, dx, rows, k_len, scale, stream);
+  return backward_launch(y, dy, dx, rows, k_len, scale, block_threads, stream);
+}
+
+}  // namespace
+
+template <typename T>
+cudaError_t forward(const T* x, const T* mask, T* y, int64_t rows, int64_t q_len, int64_t k_len, double scale,
+                    int mask_mode, int64_t row_offset, cudaStream_t stream) {
+  return forward_impl(x, mask, y, rows, q_len, k_len, scale, mask_mode, row_offset, 0, stream);
+}
+template <typename T>
+cudaError_t backward(const T* y, const T* dy, T* dx, int64_t rows, int64_t k_len, double scale, cudaStream_t stream) {
+  return backward_impl(y, dy, dx, rows, k_len, scale, 0, stream);
+}
+template <typename T>
+cudaError_t forward_with_block(int block_threads, const T* x, const T* mask, T* y, int64_t rows, int64_t q_len,
+                               int64_t k_len, double scale, int mask_mode, int64_t row_offset, cudaStream_t stream) {
+  if (block_threads == 0) return cudaErrorInvalidValue;
+  return forward_impl(x, mask, y, rows, q_len, k_len, scale, mask_mode, row_offset, block_threads, stream);
+}
+template <typename T>
+cudaError_t backward_with_block(int block_threads, const T* y, const T* dy, T* dx, int64_t rows, int64_t k_len,
+                                double scale, cudaStream_t stream) {
+  if (block_threads == 0) return cudaErrorInvalidValue;
+  return backward_impl(y, dy, dx, rows, k_len, scale, block_threads, stream);
 }
 
 #define NUMGATE_SOFTMAX_INSTANTIATE(T)                                                                  \
   template cudaError_t forward<T>(const T*, const T*, T*, int64_t, int64_t, int64_t, double, int, int64_t, \
                                   cudaStream_t);                                                         \
-  template cudaError_t backward<T>(const T*, const T*, T*, int64_t, int64_t, double, cudaStream_t);
+  template cudaError_t backward<T>(const T*, const T*, T*, int64_t, int64_t, double, cudaStream_t);           \
+  template cudaError_t forward_with_block<T>(int, const T*, const T*, T*, int64_t, int64_t, int64_t, double, int, \
+                                             int64_t, cudaStream_t);                                             \
+  template cudaError_t backward_with_block<T>(int, const T*, const T*, T*, int64_t, int64_t, double, cudaStream_t);
 NUMGATE_SOFTMAX_INSTANTIATE(float)
 NUMGATE_SOFTMAX_INSTANTIATE(double)
 NUMGATE_SOFTMAX_INSTANTIATE(__half)

@@ -30,12 +30,25 @@
 // output must be bitwise the aligned launch's. Mutant: the general launch with b's last
 // element changed must be told apart (at that element only).
 //
+// Softmax (SoftmaxBlockWidth). Rows of at most 128 16-byte units take a forward block of
+// one unit per thread, the narrowest of 32, 64, 128 threads that holds the row (256 beyond),
+// and rows of at most 64 units a backward block of 32 or 64 threads (128 beyond); the
+// kernels' comment argues that the results are bitwise the wider block's (the threads a
+// narrow block drops hold no unit: their +0 / -inf leaves of the fixed reduction trees are
+// the same). For the four dtypes, row lengths that reach each width (aligned and
+// unaligned rows) and mask modes 0, 1, 2, y of forward() must be BITWISE y of
+// forward_with_block(256), and dx of backward() BITWISE dx of backward_with_block(128).
+// Mutant: the wide launch with x (forward) or dy (backward) changed at the last row's
+// first element must be told apart, first in that row (rows longer than one element).
+//
 // Without a CUDA device (or with --op naming other ops) the tests are skipped.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
@@ -50,6 +63,7 @@
 #include "host_values.h"
 #include "replay.h"
 #include "rmsnorm/rmsnorm.cuh"
+#include "softmax/softmax.cuh"
 
 namespace numgate {
 namespace {
@@ -289,6 +303,110 @@ TEST(GluPaths, GegluAlignedAndGeneralKernelsGiveTheSameBits) {
   if (!why.empty()) GTEST_SKIP() << why;
   run_glu(Glu::geglu_erf, "geglu (erf)");
   run_glu(Glu::geglu_tanh, "geglu (tanh)");
+}
+
+// ---- softmax block width --------------------------------------------------------------
+
+/// Units a softmax row spans (the launchers' rule for rows of a 16-byte aligned tensor).
+template <class T>
+std::int64_t softmax_units(std::int64_t k_len) {
+  const std::int64_t vec = 16 / static_cast<std::int64_t>(sizeof(T));
+  return (k_len * static_cast<std::int64_t>(sizeof(T))) % 16 == 0 ? (k_len + vec - 1) / vec
+                                                                   : (k_len + 2 * (vec - 1)) / vec;
+}
+
+template <class T>
+void check_softmax_width(const char* dtype) {
+  constexpr std::int64_t rows = 37, q_len = 37;
+  const std::int64_t vec = 16 / static_cast<std::int64_t>(sizeof(T));
+  const double scale = 0.125;
+  for (const std::int64_t k_len : {std::int64_t(1), 3 * vec + 1, 32 * vec, 40 * vec - 3, 64 * vec, 100 * vec + 5,
+                                   128 * vec}) {
+    const std::int64_t units = softmax_units<T>(k_len);
+    const std::size_t n = static_cast<std::size_t>(rows * k_len);
+    for (int mask_mode = 0; mask_mode <= 2; ++mask_mode) {
+      const std::string where = std::string(dtype) + " k_len = " + std::to_string(k_len) + " (" +
+                                std::to_string(units) + " units), mask_mode " + std::to_string(mask_mode);
+      Rng rng{0x50F70000ull + static_cast<std::uint64_t>(k_len * 3 + mask_mode)};
+      std::vector<T> x(n), dy(n), mask(static_cast<std::size_t>(q_len * k_len));
+      for (auto& v : x) v = from_double<T>(8.0 * rng.symmetric());
+      for (auto& v : dy) v = from_double<T>(rng.symmetric());
+      for (auto& v : mask) v = from_double<T>(rng.next() < 0.2 ? -INFINITY : 2.0 * rng.symmetric());
+      // the mutated element (and one more) of the last row stay visible
+      for (std::int64_t j = 0; j < std::min<std::int64_t>(k_len, 2); ++j)
+        mask[static_cast<std::size_t>((q_len - 1) * k_len + j)] = from_double<T>(0.0);
+      Placed<T> dx_in(n, 0), dmask(mask.size(), 0), ddy(n, 0), y_narrow(n, 0), y_wide(n, 0), dx_narrow(n, 0),
+          dx_wide(n, 0);
+      dx_in.put(x);
+      dmask.put(mask);
+      ddy.put(dy);
+      auto fwd = [&](int width, T* y) {
+        return width == 0 ? softmax::forward<T>(dx_in.p, dmask.p, y, rows, q_len, k_len, scale, mask_mode, 0, 0)
+                          : softmax::forward_with_block<T>(width, dx_in.p, dmask.p, y, rows, q_len, k_len, scale,
+                                                           mask_mode, 0, 0);
+      };
+      ASSERT_EQ(fwd(0, y_narrow.p), cudaSuccess) << where;
+      ASSERT_EQ(fwd(256, y_wide.p), cudaSuccess) << where;
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << where;
+      const auto yn = y_narrow.get(), yw = y_wide.get();
+      EXPECT_EQ(first_difference(yn, yw, sizeof(T)), -1) << where << ": y of the narrow and the 256-thread block differ";
+      // Backward from the forward's y.
+      const bool bwd_hook = units <= 128;
+      if (bwd_hook) {
+        ASSERT_EQ(softmax::backward<T>(y_narrow.p, ddy.p, dx_narrow.p, rows, k_len, scale, 0), cudaSuccess) << where;
+        ASSERT_EQ(softmax::backward_with_block<T>(128, y_narrow.p, ddy.p, dx_wide.p, rows, k_len, scale, 0),
+                  cudaSuccess)
+            << where;
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << where;
+        EXPECT_EQ(first_difference(dx_narrow.get(), dx_wide.get(), sizeof(T)), -1)
+            << where << ": dx of the narrow and the 128-thread block differ";
+      }
+      // The mutants: the wide launches with the last row's first x (forward) / dy (backward)
+      // changed must differ, first in that row (not for k_len = 1: y = 1 and dx = 0 there
+      // whatever x and dy are).
+      if (k_len == 1) continue;
+      const std::int64_t last_row = (rows - 1) * k_len;
+      std::vector<T> xm = x;
+      xm[static_cast<std::size_t>(last_row)] =
+          from_double<T>(static_cast<double>(static_cast<float>(x[static_cast<std::size_t>(last_row)])) + 4.0);
+      dx_in.put(xm);
+      ASSERT_EQ(fwd(256, y_wide.p), cudaSuccess) << where;
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << where;
+      const std::int64_t d = first_difference(yn, y_wide.get(), sizeof(T));
+      EXPECT_TRUE(d >= last_row && d < last_row + k_len)
+          << where << ": the forward mutant was not found in the last row (first difference " << d
+          << "): the comparison is blind";
+      if (bwd_hook) {
+        std::vector<T> dym = dy;
+        dym[static_cast<std::size_t>(last_row)] =
+            from_double<T>(static_cast<double>(static_cast<float>(dy[static_cast<std::size_t>(last_row)])) + 4.0);
+        ddy.put(dym);
+        ASSERT_EQ(softmax::backward_with_block<T>(128, y_narrow.p, ddy.p, dx_wide.p, rows, k_len, scale, 0),
+                  cudaSuccess)
+            << where;
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << where;
+        const std::int64_t db = first_difference(dx_narrow.get(), dx_wide.get(), sizeof(T));
+        EXPECT_TRUE(db >= last_row && db < last_row + k_len)
+            << where << ": the backward mutant was not found in the last row (first difference " << db
+            << "): the comparison is blind";
+      }
+    }
+  }
+  // The hooks refuse a width that is not theirs or a row longer than the block.
+  Placed<T> a(64 * 16, 0), b(64 * 16, 0);
+  EXPECT_EQ(softmax::forward_with_block<T>(96, a.p, nullptr, b.p, 1, 1, 8, 1.0, 0, 0, 0), cudaErrorInvalidValue);
+  EXPECT_EQ(softmax::forward_with_block<T>(32, a.p, nullptr, b.p, 1, 1, 33 * vec, 1.0, 0, 0, 0), cudaErrorInvalidValue);
+  EXPECT_EQ(softmax::backward_with_block<T>(256, a.p, a.p, b.p, 1, 8, 1.0, 0), cudaErrorInvalidValue);
+  EXPECT_EQ(softmax::backward_with_block<T>(64, a.p, a.p, b.p, 1, 65 * vec, 1.0, 0), cudaErrorInvalidValue);
+}
+
+TEST(SoftmaxBlockWidth, NarrowBlocksGiveTheWideBlocksBits) {
+  const std::string why = skip_reason("softmax");
+  if (!why.empty()) GTEST_SKIP() << why;
+  check_softmax_width<__nv_bfloat16>("bf16");
+  check_softmax_width<__half>("fp16");
+  check_softmax_width<float>("fp32");
+  check_softmax_width<double>("fp64");
 }
 
 }  // namespace
