@@ -267,9 +267,9 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(const T* __restrict__
   }
 }
 
-/// Forward with the row held in registers: thread t caches units t, t + 256, ...,
-/// t + (R - 1) * 256 (the row has at most R * 256 units). Same operations in the same
-/// order as forward_kernel.
+/// Forward with the row held in registers: thread t of NT caches units t, t + NT, ...,
+/// t + (R - 1) * NT (the row has at most R * NT units; NT = 256, or 32 / 64 / 128 for rows
+/// of one unit per thread). Same operations in the same order as forward_kernel.
 template <typename T, int R, int NT = kThreads>
 __global__ void __launch_bounds__(NT) forward_cached_kernel(const T* __restrict__ x, const T* __restrict__ mask,
                                                                   T* __restrict__ y, int64_t q_len, int k_len,
@@ -512,7 +512,6 @@ cudaError_t backward_launch(const T* y, const T* dy, T* dx, int64_t rows, int64_
   else backward_kernel<T><<<grid, kThreads, 0, stream>>>(y, dy, dx, kl, sf);
   return cudaGetLastError();
 }
-
 
 /// forward() with the block width forced when block_threads != 0 (the test hook
 /// forward_with_block: rows of at most block_threads units, one unit per thread).
