@@ -14,9 +14,12 @@
 // 16-byte units, else sized for the worst phase, (k_len + 2 (kVec - 1)) / kVec units (so
 // bf16 1023 and 1025 both take 129 units; the misaligned replay adds a unit to an exact
 // row: 1024 bf16 aligned 128, misaligned 129).
-//   forward: 256 threads; cached rows up to 256, 512, 1024, 2048 units (bf16/fp16 2048,
+//   forward: 256 threads (rows of at most 32 / 64 / 128 units: a block of that many
+//     threads, bitwise the same results; not separate boundaries of these cases, checked by
+//     SoftmaxBlockWidth in tests/gpu/test_aligned_paths.cpp); cached rows up to 256, 512,
+//     1024, 2048 units (bf16/fp16 2048,
 //     4096, 8192, 16384 elements; fp32 1024, 2048, 4096, 8192), longer rows streamed.
-//   backward: 128 threads; cached rows up to 128, 256, 512, 1024 units (bf16/fp16 1024,
+//   backward: 128 threads (rows of at most 32 / 64 units: 32 / 64 threads, as above); cached rows up to 128, 256, 512, 1024 units (bf16/fp16 1024,
 //     2048, 4096, 8192 elements; fp32 512, 1024, 2048, 4096), longer rows by the two-sweep
 //     256-thread kernel.
 // Sizes one below, at and one above each boundary of either pass are declared below for

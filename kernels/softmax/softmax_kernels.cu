@@ -5,7 +5,9 @@ reference this mirrors operation for operation).
 
 Design.
 
-  One block of 256 threads per row (grid.x = rows). A row of T starting at address p is
+  One block per row (grid.x = rows): 256 threads forward, 128 backward (256 for the
+  two-sweep kernel); rows of one 16-byte unit per thread take the narrowest block of 32,
+  64 or 128 threads that holds them (bitwise the same results, see the launchers). A row of T starting at address p is
   viewed on the virtual 16-byte grid of common/cuda_utils.cuh: it starts
   shift = (p % 16) / sizeof(T) elements before p, unit u covers row elements
   [u*VEC - shift, (u+1)*VEC - shift) clipped to [0, k_len), VEC = 16 / sizeof(T). The grid is
@@ -394,7 +396,8 @@ __global__ void __launch_bounds__(kThreads) backward_kernel(const T* __restrict_
 /// Backward with the row held in registers: thread t of NT loads its units t, t + NT, ...,
 /// t + (R - 1) * NT of y and dy once, all before any arithmetic (2R 16-byte loads in
 /// flight per thread), then backward_kernel's per-element operations; the dot product's
-/// partition and block_sum tree are NT's (128 in production), so dx is deterministic per
+/// partition and block_sum tree are NT's (128 in production; 32 or 64 for rows of at most
+/// that many units, the same bits as 128), so dx is deterministic per
 /// (k_len, phase) but not bitwise backward_kernel's: y and dy cross DRAM once. kStream: y, dy
 /// and dx move with the evict-first hint (load_unit_hint / store_unit_hint,
 /// common/cuda_utils.cuh: ld/st.global.cs where a unit is one 16-byte access).
