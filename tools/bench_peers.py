@@ -138,15 +138,15 @@ def spin_cycles_per_us(torch):
     return _SPIN["c"]
 
 
-def gpu_time_per_call(torch, call, nsets, iters, warmup, gaps=None, queued=False):
-    """Mean GPU time per call (us) and GPU activities per call, from the profiler's records.
+def gpu_time_per_call(torch, call, nsets, iters, warmup, queued=False):
+    """Mean GPU time per call (us), GPU activities per call and the median idle gap (us)
+    between consecutive GPU activities, from the profiler's records.
 
     queued=False: each call is issued when the previous one returns; where a call takes the
     host longer to issue than its kernels run, the GPU idles between them.
     queued=True: a GPU spin (torch.cuda._sleep, twice the host time of the timed calls) runs
     first, so the host queues every timed call behind it and their kernels then run back to
-    back, as numgate-bench's C++ loop launches its own; the spin is not counted.
-    With a list `gaps`, appends the median idle gap (us) between consecutive GPU activities."""
+    back, as numgate-bench's C++ loop launches its own; the spin is not counted."""
     import time
 
     from torch.profiler import ProfilerActivity, profile
@@ -177,10 +177,9 @@ def gpu_time_per_call(torch, call, nsets, iters, warmup, gaps=None, queued=False
     spans = sorted((e.time_range.start, e.time_range.end) for e in events)
     if not spans:
         raise RuntimeError("the profiler recorded no GPU activity (CUPTI unavailable?)")
-    if gaps is not None:
-        idle = sorted(spans[i + 1][0] - spans[i][1] for i in range(len(spans) - 1))
-        gaps.append(idle[len(idle) // 2] if idle else 0.0)
-    return sum(e - s for s, e in spans) / iters, len(spans) / iters
+    idle = sorted(spans[i + 1][0] - spans[i][1] for i in range(len(spans) - 1))
+    gap = idle[len(idle) // 2] if idle else 0.0
+    return sum(e - s for s, e in spans) / iters, len(spans) / iters, gap
 
 
 def sets_for(footprint_bytes, l2_bytes, set_bytes, free_bytes):
@@ -723,9 +722,7 @@ def main():
                     if held["ring"] is not None:
                         held["ring"].append(result)
 
-                g = []
-                us, acts = gpu_time_per_call(torch, timed, n, a.iters, a.warmup, g, queued=a.launch == "queued")
-                gap = g[0]
+                us, acts, gap = gpu_time_per_call(torch, timed, n, a.iters, a.warmup, queued=a.launch == "queued")
                 rows.append({"op": c["op"], "pass": pas, "dtype": c["dtype"], "shape": c["shape"], "params": c["params"],
                              "peer": peer, "kernel_us": us, "activities": acts, "same_semantics": same, "note": note,
                              "sets": n, "median_gap_us": gap})
