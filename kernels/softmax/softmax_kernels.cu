@@ -53,26 +53,19 @@ Speed (H200, numgate-bench kernel clock, bf16 causal scaled 4x8x4096x4096; minim
 x read once and y written once forward, y and dy read once and dx written once backward):
   forward   2.15 GB, 914.5 us: 2.35 TB/s, 55% of the 4246 GB/s device-to-device copy
             (unchanged by the backward's rework; 0.64 of torch.compile's time).
-  backward  3.22 GB, 742.1 us (run 16): 4.34 TB/s, 102% of copy (a 2-read : 1-write
-            stream beats the 1 : 1 copy). torch.compile's backward (the same full reads)
-            took 719.1 us in the same run, ratio 1.03. The evict-first hints it had in
-            run 15 are off: in one process with the peers' timing method, 783.0 us with
-            them, 744.7 us without. What separates it from the peer was not isolated
-            (candidates timed in that process: 128 and 256 threads per row, with and
-            without an aligned variant free of per-element range tests, 739.7-744.7 us
-            without hints; 64, 128, 256 and 512 threads with hints, 788-806 us). Run 17:
-            plain ld.global instead of the read-only .nc loads, in the suite, 744.05 us
-            (not kept); in one process an aligned-only kernel with plain loads 735.4-735.9
-            us against this kernel's 743.0 and torch.compile's 720.4; torch.compile-style
-            two sweeps (evict_last read, evict_first re-read) 791.8-1198.5 us.
+  backward  3.22 GB, 742.1-744.8 us (runs 16-20): 4.33 TB/s, 102% of copy (a 2-read :
+            1-write stream beats the 1 : 1 copy). Limited by DRAM; torch.compile's kernel
+            (512 threads, each row read twice, the second time from L2) moves the same
+            bytes in 719-721 us, ratio 1.03, and what separates the two is not isolated.
+            The variants measured against it (thread counts, load / store hints and L2
+            policies, persistent grids, blocks per SM, TMA bulk copies of the rows) and
+            their times are in README.md ("Against torch.compile and Liger-Kernel").
 
-Short rows (bf16 causal 1x8x512x512, 4096 rows of 64 units, 4.2 MB each way; run 20,
-both sides rotating outputs): one row per block, so what limits them is the latency of a
-row's load-reduce-store chain times the rows that do not fit on the GPU at once. The
-narrow blocks (one unit per thread, 64 threads for these rows instead of 256) put four
-times the rows in flight: forward 15.75 -> 7.29 us, backward 5.48 -> 4.93 us
-(numgate-bench kernel time). torch.compile takes 4.54 / 4.68 us there (several rows per
-program); a multi-row block is the next step.
+Short rows (bf16 causal 1x8x512x512, 4096 rows of 64 units, 4.2 MB each way): one row
+per block, so what limits them is the latency of a row's load-reduce-store chain times
+the rows that do not fit on the GPU at once; the narrow blocks (64 threads for these rows)
+put four times the rows in flight. Forward 7.3 us, backward 4.6-5.1 us (runs 20-22),
+torch.compile 4.1-4.6 / 4.4-4.7 us (several rows per program).
 
 Limits: see softmax.cuh. Build without --use_fast_math (the contract names div_rn etc.
 explicitly, so it would not change them, but exp would still be the FP64 libdevice one).
