@@ -19,7 +19,10 @@
 //     aligned one (hidden % VEC == 0 and every tensor 16-byte aligned: no virtual grid, no
 //     per-element range tests, w and b loaded with x, evict-first x and y) and the cached
 //     one for every other alignment; a streaming kernel (x read twice) for rows too long
-//     for the register cache (RMS policies only);
+//     for the register cache (RMS policies only); aligned rows of at most 32 units
+//     (bf16 hidden <= 256) several to a warp instead (row_norm_forward_warp_rows_kernel,
+//     the 32-thread block's results bit for bit), since one 32-thread block per row caps
+//     an SM at 32 rows in flight;
 //   * backward, fused path (hidden % VEC == 0, row <= 1024 units): one block per chunk of
 //     rows (the chunk size is a function of (rows, hidden) only, never of the device);
 //     the block walks its rows in order, computes dx and accumulates the dw (and db)
@@ -254,15 +257,17 @@ __device__ __forceinline__ void first_sum(const Unit<T>& xu, const Unit<T>& ru, 
 /// The forward's statistics after its first sum s (sum v^2, or sum v): the block sum, then
 /// for mean/variance policies the mean and the sum of squared deviations over the slots
 /// where counted(k, j) (the real elements of the row), the second block sum; r by
-/// rstd_of. Re-packs the cached units for the normalize step. Shared by the cached and the
-/// aligned forward kernels, which differ only in how they tell real elements from padding.
-template <class P, typename T, int K, int KR, class Counted>
+/// rstd_of. Re-packs the cached units for the normalize step. Shared by the forward
+/// kernels, which differ only in how they tell real elements from padding and in how the
+/// block sum is done: block_sum(v) sums v[0] over the row's block in place (block_sum<1>
+/// with shared memory, or the warp-rows kernel's equivalent on the row's lanes).
+template <class P, typename T, int K, int KR, class BlockSum, class Counted>
 __device__ __forceinline__ void forward_statistics(acc_t<T> (&s)[1], Unit<T> (&xc)[K], Unit<T> (&rc)[KR],
-                                                   acc_t<T> (*red)[32], int hidden, acc_t<T> eps,
+                                                   BlockSum&& block_sum, int hidden, acc_t<T> eps,
                                                    acc_t<T>& mean, acc_t<T>& r, Counted&& counted) {
   using A = acc_t<T>;
   constexpr int V = kVec<T>;
-  block_sum<1>(s, red);
+  block_sum(s);
   mean = A(0);
   if constexpr (P::kMeanVar) {
     mean = div_rn(s[0], A(hidden));
@@ -277,7 +282,7 @@ __device__ __forceinline__ void forward_statistics(acc_t<T> (&s)[1], Unit<T> (&x
         if (counted(k, j)) q[0] += d * d;
       }
     }
-    block_sum<1>(q, red);
+    block_sum(q);
     r = rstd_of(q[0], hidden, eps);
   } else {
     r = rstd_of(s[0], hidden, eps);
@@ -377,7 +382,8 @@ __global__ void __launch_bounds__(kMaxThreads) row_norm_forward_cached_kernel(co
     }
   }
   A mean, r;
-  detail::forward_statistics<P, T>(s, xc, rc, red, hidden, a.eps, mean, r, [&](int k, int j) {
+  detail::forward_statistics<P, T>(s, xc, rc, [&](A(&v)[1]) { block_sum<1>(v, red); }, hidden, a.eps, mean, r,
+                                   [&](int k, int j) {
     return detail::in_row((tid + k * nthr) * V - R.shift, j, hidden);  // padding would add mean^2
   });
 #pragma unroll
@@ -465,7 +471,7 @@ __global__ void __launch_bounds__(kMaxThreads) row_norm_forward_aligned_kernel(c
     }
   }
   A mean, r;
-  detail::forward_statistics<P, T>(s, xc, rc, red, hidden, a.eps, mean, r,
+  detail::forward_statistics<P, T>(s, xc, rc, [&](A(&v)[1]) { block_sum<1>(v, red); }, hidden, a.eps, mean, r,
                                    [&](int k, int) { return tid + k * nthr < nunits; });
 #pragma unroll
   for (int k = 0; k < K; ++k) {
@@ -486,6 +492,70 @@ __global__ void __launch_bounds__(kMaxThreads) row_norm_forward_aligned_kernel(c
         out[j] = detail::y_of<P, T>(detail::value<P, T>(xc[k], rc[P::kResidual ? k : 0], j), mean, r, wu, bu, j);
       store_unit_hint<true>(yr, u * V, hidden, true, pack_from_acc<T>(out));
     }
+  }
+}
+
+/// Warps per block of the warp-rows forward.
+inline constexpr int kWarpRowsWarps = 8;
+
+/// Short aligned rows (at most 32 units, forward_is_aligned): what
+/// row_norm_forward_aligned_kernel<P, T, 1> does on its 32-thread block, played by L lanes
+/// of a warp (L: the smallest power of two >= the row's units, lane l of the row's group
+/// playing thread l), 32 / L rows per warp, kWarpRowsWarps warps per block: the rows in
+/// flight per SM are no longer capped by the 32 resident blocks of an SM. The block's sums
+/// (block_sum<1> on one warp: the warp butterfly, then the butterfly of lane 0's total
+/// padded with zeros) are reproduced on the row's L lanes: in the first butterfly the
+/// levels at lane distance >= L add only the +0 of threads that hold no unit, which is one
+/// s + 0 (it turns -0 into +0 and changes nothing after), and the levels below L are the
+/// same additions on the same lanes; the second butterfly is the total + 0. So y (and
+/// residual_out) are bitwise the aligned and the cached kernels' at that block shape
+/// (tests/gpu/test_aligned_paths.cpp compares them). No shared memory and no barriers:
+/// lanes past the last row take part in the shuffles and touch no memory.
+template <class P, typename T, int L>
+__global__ void __launch_bounds__(32 * kWarpRowsWarps) row_norm_forward_warp_rows_kernel(const FwdArgs<T> a,
+                                                                                        int64_t rows) {
+  static_assert(L >= 1 && L <= 32 && (L & (L - 1)) == 0, "L: a power of two up to a warp");
+  using A = acc_t<T>;
+  constexpr int V = kVec<T>;
+  const int hidden = a.hidden;
+  const int nunits = hidden / V;
+  const int lane = static_cast<int>(threadIdx.x) & 31;
+  const int tid = lane % L;  // the thread of the 32-thread block this lane plays (unit tid)
+  const int64_t warp_row0 =
+      (static_cast<int64_t>(blockIdx.x) * kWarpRowsWarps + (static_cast<int>(threadIdx.x) >> 5)) * (32 / L);
+  if (warp_row0 >= rows) return;  // the whole warp: no shuffle partner is lost
+  const int64_t row = warp_row0 + lane / L;
+  const bool on = row < rows && tid < nunits;  // this lane holds a unit of a real row
+  const int64_t off = row * hidden;
+
+  Unit<T> xc[1] = {zero_unit<T>()}, rc[1] = {zero_unit<T>()}, wu = zero_unit<T>(), bu = zero_unit<T>();
+  if (on) {
+    xc[0] = load_unit_hint<true>(a.x + off, tid * V, hidden, true);
+    if constexpr (P::kResidual) rc[0] = load_unit_hint<true>(a.res + off, tid * V, hidden, true);
+    wu = load_unit(a.w, tid * V, hidden, true);
+    if constexpr (P::kBias) bu = load_unit(a.b, tid * V, hidden, true);
+  }
+  A s[1] = {A(0)};
+  if (on) {
+    A v[V];
+    detail::first_sum<P, T>(xc[0], rc[0], v, s[0]);
+    if constexpr (P::kResidual) store_unit_hint<true>(a.res_out + off, tid * V, hidden, true, pack_from_acc<T>(v));
+  }
+  auto row_sum = [&](A(&v)[1]) {
+    A t = v[0];
+    if constexpr (L < 32) t = t + A(0);
+#pragma unroll
+    for (int d = L / 2; d > 0; d >>= 1) t += __shfl_xor_sync(0xffffffffu, t, d);
+    v[0] = t + A(0);
+  };
+  A mean, r;
+  detail::forward_statistics<P, T>(s, xc, rc, row_sum, hidden, a.eps, mean, r, [&](int, int) { return on; });
+  if (on) {
+    if constexpr (!P::kBias) bu = wu;
+    A out[V];
+#pragma unroll
+    for (int j = 0; j < V; ++j) out[j] = detail::y_of<P, T>(detail::value<P, T>(xc[0], rc[0], j), mean, r, wu, bu, j);
+    store_unit_hint<true>(a.y + off, tid * V, hidden, true, pack_from_acc<T>(out));
   }
 }
 
@@ -1427,6 +1497,23 @@ cudaError_t launch_forward(const FwdArgs<T>& a, int64_t rows, cudaStream_t strea
   const dim3 grid(static_cast<unsigned>(rows));
   const CachedConfig cfg = pick_cached_config(max_units_per_row(a.x, a.hidden), KM, P::kFwdTargetThreads);
   const bool aligned = forward_is_aligned<P, T>(a);
+  if (aligned && cfg.k == 1 && cfg.threads == 32) {  // rows of at most 32 units: several per warp
+    const int units = a.hidden / kVec<T>;
+    int lanes = 1;
+    while (lanes < units) lanes *= 2;
+    const int64_t rows_per_block = int64_t{kWarpRowsWarps} * (32 / lanes);
+    const dim3 wgrid(static_cast<unsigned>(ceil_div(rows, rows_per_block)));
+    const int nt = 32 * kWarpRowsWarps;
+    switch (lanes) {
+      case 1: row_norm_forward_warp_rows_kernel<P, T, 1><<<wgrid, nt, 0, stream>>>(a, rows); break;
+      case 2: row_norm_forward_warp_rows_kernel<P, T, 2><<<wgrid, nt, 0, stream>>>(a, rows); break;
+      case 4: row_norm_forward_warp_rows_kernel<P, T, 4><<<wgrid, nt, 0, stream>>>(a, rows); break;
+      case 8: row_norm_forward_warp_rows_kernel<P, T, 8><<<wgrid, nt, 0, stream>>>(a, rows); break;
+      case 16: row_norm_forward_warp_rows_kernel<P, T, 16><<<wgrid, nt, 0, stream>>>(a, rows); break;
+      default: row_norm_forward_warp_rows_kernel<P, T, 32><<<wgrid, nt, 0, stream>>>(a, rows); break;
+    }
+    return cudaGetLastError();
+  }
   switch (cfg.k) {
     case 1: launch_forward_k<P, T, 1>(a, grid, cfg.threads, aligned, stream); break;
     case 2: launch_forward_k<P, T, 2>(a, grid, cfg.threads, aligned, stream); break;

@@ -5,12 +5,16 @@
 // common/row_norm.cuh do the same operations in the same order at the same block shape. The
 // block shape depends on (policy, hidden, dtype, x's 16-byte phase) only, so a launch with
 // x aligned and only y (and, for fused add, residual_out) one element off a 16-byte
-// boundary takes the cached kernel at the aligned launch's block shape. For the four norms
+// boundary takes the cached kernel at the aligned launch's block shape. Aligned rows of at
+// most 32 units take the warp-rows kernel instead (several rows per warp, the 32-thread
+// block's sums reproduced on the row's lanes), so at those hidden sizes the comparison is
+// warp-rows against cached. For the four norms
 // and bf16 / fp16 / fp32 / fp64, at hidden sizes that reach every forward block size K (units
 // per thread) each policy and dtype has (checked against row_norm's block rule when the list
 // was made: RMS K = 1, 2, 4, 8 (fp64 1, 2, 4), fused add and LayerNorm 1, 2, 4 (LayerNorm
-// fp64 1, 2)), y (and residual_out) of the two launches must be BITWISE equal; rows of
-// random values, one all-zero row (r = 1 / sqrt(eps)) and one row of huge values. Rows
+// fp64 1, 2)) and at short rows that reach every lane-group size of the warp-rows kernel,
+// y (and residual_out) of the two launches must be BITWISE equal; 37 rows of random values,
+// one all-zero row (r = 1 / sqrt(eps)) and one row of huge values among them. Rows
 // beyond the register cache are skipped (the RMS policies stream them in one kernel for
 // both launches; LayerNorm refuses them).
 //
@@ -144,9 +148,11 @@ Out launch(Op op, const std::vector<T>& x, const std::vector<T>& res, const std:
 
 
 /// The hidden sizes (16-byte units: 4096 bf16 = 512 units): together they reach every
-/// forward block size K of every policy and dtype (file comment), plus a row of one unit and
-/// rows that are not a multiple of 32 units.
-const std::int64_t kHidden[] = {8, 64, 1000, 2048, 4096, 5120, 8192, 16384, 32768};
+/// forward block size K of every policy and dtype (file comment), plus a row of one unit,
+/// rows that are not a multiple of 32 units, and rows of at most 32 units, which the
+/// aligned launch gives to the warp-rows kernel with each group size L (lanes per row: 1,
+/// 2, 4, 8, 16, 32 across the dtypes).
+const std::int64_t kHidden[] = {8, 24, 64, 128, 200, 1000, 2048, 4096, 5120, 8192, 16384, 32768};
 
 /// Largest row in 16-byte units that the forward caches in registers: K_max units per
 /// thread (row_norm::Policy::kFwdMaxK) times 1024 threads.
@@ -160,10 +166,12 @@ std::int64_t max_cached_units(Op op) {
 
 template <class T>
 void check_paths(Op op, const char* op_name, const char* dtype) {
-  constexpr std::int64_t rows = 5;
   const double eps = 1e-6;
   int compared = 0, mutants_caught = 0;
   for (const std::int64_t hidden : kHidden) {
+    // 37 rows: the warp-rows kernel's blocks of 8 warps hold 8 to 256 rows, so its last warp
+    // is partly past the last row (and with one unit per row, 5 of 32 lanes are rows).
+    const std::int64_t rows = 37;
     if (hidden * static_cast<std::int64_t>(sizeof(T)) % 16 != 0) continue;  // the aligned kernel needs hidden % VEC == 0
     if (hidden * static_cast<std::int64_t>(sizeof(T)) / 16 > max_cached_units<T>(op)) continue;  // beyond the cache
     const std::size_t n = static_cast<std::size_t>(rows * hidden);
