@@ -65,7 +65,7 @@ Short rows (bf16 causal 1x8x512x512, 4096 rows of 64 units, 4.2 MB each way): on
 per block, so what limits them is the latency of a row's load-reduce-store chain times
 the rows that do not fit on the GPU at once; the narrow blocks (64 threads for these rows)
 put four times the rows in flight. Forward 7.3 us, backward 4.6-5.1 us (runs 20-22),
-torch.compile 4.1-4.6 / 4.4-4.7 us (several rows per program).
+torch.compile 4.1-4.6 / 4.3-4.7 us (several rows per program).
 
 Limits: see softmax.cuh. Build without --use_fast_math (the contract names div_rn etc.
 explicitly, so it would not change them, but exp would still be the FP64 libdevice one).
