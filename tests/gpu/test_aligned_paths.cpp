@@ -166,12 +166,12 @@ std::int64_t max_cached_units(Op op) {
 
 template <class T>
 void check_paths(Op op, const char* op_name, const char* dtype) {
+  // 37 rows: the warp-rows kernel's blocks of 8 warps hold 8 to 256 rows, so its last warp
+  // is partly past the last row (and with one unit per row, 5 of 32 lanes are rows).
+  constexpr std::int64_t rows = 37;
   const double eps = 1e-6;
   int compared = 0, mutants_caught = 0;
   for (const std::int64_t hidden : kHidden) {
-    // 37 rows: the warp-rows kernel's blocks of 8 warps hold 8 to 256 rows, so its last warp
-    // is partly past the last row (and with one unit per row, 5 of 32 lanes are rows).
-    const std::int64_t rows = 37;
     if (hidden * static_cast<std::int64_t>(sizeof(T)) % 16 != 0) continue;  // the aligned kernel needs hidden % VEC == 0
     if (hidden * static_cast<std::int64_t>(sizeof(T)) / 16 > max_cached_units<T>(op)) continue;  // beyond the cache
     const std::size_t n = static_cast<std::size_t>(rows * hidden);
