@@ -44,7 +44,10 @@ tools/../kernels/*/..._oracle.cpp), in the same dtype, with FP32 math inside:
     approximate_tanh; Liger has the tanh form only: its erf rows are marked
     same_semantics = false.
   softmax: y = softmax(scale * x) with the case's mask_mode (1 = causal, bottom-right
-    aligned, the mask built in the kernel); backward dx from y, dy. Liger's softmax has no
+    aligned, the mask built in the kernel); backward dx from y, dy, and for mask_mode 1 also
+    the backward given the mask (dx masked_fill'ed to 0 where masked, autograd's graph of
+    the masked forward), since numgate's causal backward uses the mask (it does not read y
+    past the causal limit); the faster of the two is the row's peer. Liger's softmax has no
     scale and no mask: its rows are marked same_semantics = false when the case has either.
   rope: q, k rotated by the angles of positions (theta, rotate-half or interleaved) computed
     in the compiled function; Liger's rope takes precomputed cos / sin tensors (their
@@ -426,6 +429,15 @@ def make_ops(torch, F, liger):
             yf, g = y.float(), dy.float()
             return (scale * (yf * (g - (g * yf).sum(-1, keepdim=True)))).to(y.dtype)
 
+        def bwd_masked(y, dy):
+            # autograd's graph of the masked forward: masked_fill's backward zeroes dx where
+            # the mask is, so the compiled kernel is given the mask, as numgate's backward is
+            yf, g = y.float(), dy.float()
+            i = torch.arange(q_len, device=y.device)[:, None]
+            j = torch.arange(k_len, device=y.device)[None, :]
+            dx = scale * (yf * (g - (g * yf).sum(-1, keepdim=True)))
+            return dx.masked_fill(j > i + (k_len - q_len), 0.0).to(y.dtype)
+
         def mk():
             x = rnd(tuple(shape), dt)
             return {"x": x, "y": fwd_c(x), "dy": rnd(tuple(shape), dt)}
@@ -433,6 +445,10 @@ def make_ops(torch, F, liger):
         fwd_c, bwd_c = comp(fwd), comp(bwd)
         out = [("forward", "torch.compile", True, "", mk, lambda s: fwd_c(s["x"]), ("x", "x")),
                ("backward", "torch.compile", True, "", mk, lambda s: bwd_c(s["y"], s["dy"]), ("y", "dy", "x"))]
+        if mode == 1:
+            bwd_mc = comp(bwd_masked)
+            out.append(("backward", "torch.compile", True, "mask given (masked_fill of dx)", mk,
+                        lambda s: bwd_mc(s["y"], s["dy"]), ("y", "dy", "x")))
         if liger:
             from liger_kernel.ops.softmax import _softmax_backward, _softmax_forward
 

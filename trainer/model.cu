@@ -378,7 +378,9 @@ struct Trainer::Impl {
   void softmax_bwd(const bf16* p, const bf16* dp, bf16* ds) {
     const std::int64_t rows = static_cast<std::int64_t>(B) * Hq * S;
     if (tgt(OpId::softmax))
-      LAUNCH_CHECK(numgate::softmax::backward<bf16>(p, dp, ds, rows, S, attn_scale(), stream));
+      // the forward's mask mode: 1 (y not read past the causal limit), 2 for the mutant's mask
+      LAUNCH_CHECK(numgate::softmax::backward<bf16>(p, dp, ds, rows, S, S, attn_scale(),
+                                                    mutant == Mutant::causal_off_by_one ? 2 : 1, 0, stream));
     else
       ref_softmax_backward(p, dp, ds, rows, S, attn_scale(), stream);
   }

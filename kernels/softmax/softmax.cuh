@@ -16,6 +16,11 @@
 //         (bf16 / fp16 outputs: T(e_j * RN_fp32(1 / s)), one reciprocal per row)
 // Backward: dot = sum_j acc(dy_j) * acc(y_j) ;  dx_j = T(acc(scale) * (acc(y_j) * (acc(dy_j) - dot)))
 // where y is the saved forward output. Masked / fully masked rows have y = 0, hence dx = 0.
+// Precondition in mask_mode 1: y is forward()'s output for the same q_len, k_len and
+// row_offset, so y = +0 at every causally masked position; the backward does not read y in
+// the 16-byte units that lie wholly past a row's causal limit and takes them as that +0
+// (a y with anything else there gives another dx than the formula above). dy is read
+// everywhere in every mode.
 //
 // Numerics: acc = float for float/__half/__nv_bfloat16 (double for double); every listed
 // operation is one IEEE operation rounded to nearest, never contracted into an FMA
@@ -38,8 +43,11 @@
 // once and held in registers (each exponential computed once); longer rows are swept
 // three times (the later sweeps mostly L1/L2 hits), with bitwise the same result. The
 // backward reads rows of up to 8,192 elements (bf16/fp16; fp32 4,096) once into registers
-// (128 threads per row); longer rows are swept twice. It reads every y and dy (a NaN or
-// Inf dy at a masked position, where y = 0, makes the row's dx NaN, as the golden does).
+// (128 threads per row); longer rows are swept twice. Causal (mask_mode 1): the forward
+// does not read x, nor the backward y, in units wholly past the row's causal limit
+// (about half of a square causal score matrix); the backward reads every dy (a NaN or Inf
+// dy at a masked position, where y = 0, makes the row's dx NaN, as the golden does).
+// mask_mode 2: the backward reads every y (it is not given the mask).
 //
 // Determinism: no atomics; the launch shape (256 threads per row forward, backward 128,
 // or 256 for rows it sweeps twice; rows of one 16-byte unit per thread get the narrowest
@@ -79,8 +87,14 @@ cudaError_t forward(const T* x, const T* mask, T* y, int64_t rows, int64_t q_len
                     int mask_mode, int64_t row_offset, cudaStream_t stream);
 
 /// Softmax backward on `stream`: dx from the saved forward output y and the gradient dy.
+/// @param y, dy      device, [rows, k_len]: the forward's output and the upstream gradient
+/// @param dx         device, [rows, k_len] output
+/// @param q_len, k_len, scale, mask_mode, row_offset  the forward's (mask_mode 1: y is not
+///                   read in units wholly past a row's causal limit, see the precondition
+///                   above; modes 0 and 2 read all of y, and mode 2 needs no mask here)
 template <typename T>
-cudaError_t backward(const T* y, const T* dy, T* dx, int64_t rows, int64_t k_len, double scale, cudaStream_t stream);
+cudaError_t backward(const T* y, const T* dy, T* dx, int64_t rows, int64_t q_len, int64_t k_len, double scale,
+                     int mask_mode, int64_t row_offset, cudaStream_t stream);
 
 /// Test hooks (tests/gpu/test_aligned_paths.cpp, SoftmaxBlockWidth): forward() / backward()
 /// with the block width forced to `block_threads` threads per row, for rows of at most that
@@ -92,17 +106,18 @@ template <typename T>
 cudaError_t forward_with_block(int block_threads, const T* x, const T* mask, T* y, int64_t rows, int64_t q_len,
                                int64_t k_len, double scale, int mask_mode, int64_t row_offset, cudaStream_t stream);
 template <typename T>
-cudaError_t backward_with_block(int block_threads, const T* y, const T* dy, T* dx, int64_t rows, int64_t k_len,
-                                double scale, cudaStream_t stream);
+cudaError_t backward_with_block(int block_threads, const T* y, const T* dy, T* dx, int64_t rows, int64_t q_len,
+                                int64_t k_len, double scale, int mask_mode, int64_t row_offset, cudaStream_t stream);
 
 #define NUMGATE_SOFTMAX_EXTERN(T)                                                                          \
   extern template cudaError_t forward<T>(const T*, const T*, T*, int64_t, int64_t, int64_t, double, int,  \
                                          int64_t, cudaStream_t);                                           \
-  extern template cudaError_t backward<T>(const T*, const T*, T*, int64_t, int64_t, double, cudaStream_t);  \
+  extern template cudaError_t backward<T>(const T*, const T*, T*, int64_t, int64_t, int64_t, double, int,  \
+                                          int64_t, cudaStream_t);                                          \
   extern template cudaError_t forward_with_block<T>(int, const T*, const T*, T*, int64_t, int64_t, int64_t,  \
                                                     double, int, int64_t, cudaStream_t);                      \
-  extern template cudaError_t backward_with_block<T>(int, const T*, const T*, T*, int64_t, int64_t, double,   \
-                                                     cudaStream_t);
+  extern template cudaError_t backward_with_block<T>(int, const T*, const T*, T*, int64_t, int64_t, int64_t,  \
+                                                     double, int, int64_t, cudaStream_t);
 NUMGATE_SOFTMAX_EXTERN(float)
 NUMGATE_SOFTMAX_EXTERN(double)
 NUMGATE_SOFTMAX_EXTERN(__half)

@@ -38,9 +38,16 @@ Design.
   against the final max) does not make; for fp32 outputs the gate's threshold is a few
   FP32 ulps, so the kernel exponentiates against the final max only.
 
+  Causal rows (mask_mode 1): a unit wholly past the row's causal limit (lo > last_key)
+  holds no visible element, so its x is never loaded (ForwardRow::visible); its y is
+  stored as zeros.
+
   backward, per row: dot = block sum of dy_j * y_j; dx_j = T(scale * (y_j * (dy_j - dot))).
-  Every y_j and dy_j is read (the golden's dot includes masked positions, where y_j = 0: a
-  NaN or Inf dy there makes the row NaN, so no read may be skipped). Rows of up to 8 units
+  Every dy_j is read (the golden's dot includes masked positions, where y_j = 0: a NaN or
+  Inf dy there makes the row NaN). In mask_mode 1, y in the units wholly past the causal
+  limit is not loaded but taken as +0 (load_y), the value the forward stored there, so dx
+  is bitwise that of reading it (SoftmaxCausalBackward checks it, and that nothing else is
+  skipped); about a quarter of a square causal backward's reads. Rows of up to 8 units
   per thread (bf16/fp16 8,192 elements, fp32 4,096) take backward_cached_kernel: 128
   threads per row, each loading its units of y and dy once, all before any arithmetic
   (plain loads and stores: the evict-first hints measured 5% slower), then the block
@@ -190,6 +197,7 @@ struct ForwardRow {
   T* __restrict__ y;           ///< the row of y
   const T* __restrict__ mask;  ///< the query's mask row (mask_mode 2), else null
   int64_t last_key;  ///< causal: keys j <= last_key are visible
+  int mode;          ///< mask_mode
   int shift;         ///< elements of the virtual 16-byte grid before x (see cuda_utils.cuh)
   int nunits;        ///< units of that grid the row touches
   bool mask_al, y_al;  ///< mask / y rows on x's 16-byte grid (vector access allowed)
@@ -201,11 +209,15 @@ struct ForwardRow {
     y = y0 + r * k_len;
     mask = mask_mode == 2 ? mask0 + qi * k_len : nullptr;
     last_key = qi + k_len - q_len;
+    mode = mask_mode;
     shift = grid_shift(x);
     nunits = (k_len + shift + kVec<T> - 1) / kVec<T>;
     mask_al = mask != nullptr && grid_is_aligned(mask, shift);
     y_al = grid_is_aligned(static_cast<const T*>(y), shift);
   }
+  /// False for a unit at lo wholly past the causal limit (mask_mode 1): none of its
+  /// elements enters the arithmetic, so x is not read there.
+  __device__ __forceinline__ bool visible(int lo) const { return mode != 1 || lo <= last_key; }
 };
 
 template <typename T>
@@ -220,13 +232,16 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(const T* __restrict__
   auto load_mask = [&](int lo, bool full) {
     return mask_mode == 2 ? load_unit(row.mask, lo, k_len, full && row.mask_al) : numgate::device::zero_unit<T>();
   };
+  auto load_x = [&](int lo, bool full) {
+    return row.visible(lo) ? load_unit(row.x, lo, k_len, full) : numgate::device::zero_unit<T>();
+  };
 
   // 1. max
   A m = A(-INFINITY);
   for (int u = threadIdx.x; u < row.nunits; u += kThreads) {
     const int lo = u * VEC - row.shift;
     const bool full = unit_is_full<T>(lo, k_len);
-    const Unit<T> ux = load_unit(row.x, lo, k_len, full), um = load_mask(lo, full);
+    const Unit<T> ux = load_x(lo, full), um = load_mask(lo, full);
     for_each_unmasked(ux, um, lo, k_len, mask_mode, row.last_key, sf, [&](int, A z) { m = max_nan(m, z); });
   }
   m = block_max(m, smem_max);
@@ -238,7 +253,7 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(const T* __restrict__
     for (int u = threadIdx.x; u < row.nunits; u += kThreads) {
       const int lo = u * VEC - row.shift;
       const bool full = unit_is_full<T>(lo, k_len);
-      const Unit<T> ux = load_unit(row.x, lo, k_len, full), um = load_mask(lo, full);
+      const Unit<T> ux = load_x(lo, full), um = load_mask(lo, full);
       for_each_unmasked(ux, um, lo, k_len, mask_mode, row.last_key, sf,
                         [&](int, A z) { s[0] = add_rn(s[0], exp_acc<T>(sub_rn(z, m))); });
     }
@@ -254,7 +269,7 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(const T* __restrict__
 #pragma unroll
     for (int j = 0; j < VEC; ++j) v[j] = A(0);
     if (!empty) {
-      const Unit<T> ux = load_unit(row.x, lo, k_len, full), um = load_mask(lo, full);
+      const Unit<T> ux = load_x(lo, full), um = load_mask(lo, full);
       for_each_unmasked(ux, um, lo, k_len, mask_mode, row.last_key, sf,
                         [&](int j, A z) { v[j] = normalize<T>(exp_acc<T>(sub_rn(z, m)), s[0], inv_s); });
     }
@@ -286,6 +301,7 @@ __global__ void __launch_bounds__(NT) forward_cached_kernel(const T* __restrict_
     if (u >= row.nunits) continue;
     const int lo = u * VEC - row.shift;
     const bool full = unit_is_full<T>(lo, k_len);
+    if (!row.visible(lo)) continue;  // wholly past the causal limit: nothing kept, x not read
     const Unit<T> ux = load_unit(row.x, lo, k_len, full);
     if (full && (mask_mode == 0 || (mask_mode == 1 && lo + VEC - 1 <= row.last_key))) {
       // every element of the unit is in the row and visible: no per-element checks
@@ -346,9 +362,29 @@ __global__ void __launch_bounds__(NT) forward_cached_kernel(const T* __restrict_
   }
 }
 
+/// The backward's row geometry, from its arguments: the row's causal limit (keys j <=
+/// last_key are visible; mask_mode 1 only, else no limit) decides which units of y are read.
+struct BackwardMask {
+  int64_t q_len, row_offset;
+  bool causal;  ///< mask_mode 1
+  /// Last visible key of row r of the launch (INT64_MAX: every key).
+  __device__ __forceinline__ int64_t last_key(int64_t r, int k_len) const {
+    return causal ? (row_offset + r) % q_len + k_len - q_len : INT64_MAX;
+  }
+};
+
+/// y's unit at lo, or +0 (the value the forward stored there) where the unit lies wholly
+/// past the causal limit: y is not read there.
+template <typename T, bool kStream = false>
+__device__ __forceinline__ Unit<T> load_y(const T* yr, int lo, int k_len, bool full, int64_t last_key) {
+  return lo <= last_key ? numgate::device::load_unit_hint<kStream>(yr, lo, k_len, full)
+                        : numgate::device::zero_unit<T>();
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kThreads) backward_kernel(const T* __restrict__ y, const T* __restrict__ dy,
-                                                            T* __restrict__ dx, int k_len, acc_t<T> sf) {
+                                                            T* __restrict__ dx, int k_len, acc_t<T> sf,
+                                                            BackwardMask bm) {
   using A = acc_t<T>;
   constexpr int VEC = kVec<T>;
   __shared__ A smem_sum[1][32];
@@ -360,12 +396,13 @@ __global__ void __launch_bounds__(kThreads) backward_kernel(const T* __restrict_
   const int nunits = (k_len + shift + VEC - 1) / VEC;
   const bool dy_al = grid_is_aligned(dyr, shift);
   const bool dx_al = grid_is_aligned(static_cast<const T*>(dxr), shift);
+  const int64_t last_key = bm.last_key(r, k_len);
 
   A dot[1] = {A(0)};
   for (int u = threadIdx.x; u < nunits; u += kThreads) {
     const int lo = u * VEC - shift;
     const bool full = unit_is_full<T>(lo, k_len);
-    const Unit<T> uy = load_unit(yr, lo, k_len, full), ud = load_unit(dyr, lo, k_len, full && dy_al);
+    const Unit<T> uy = load_y(yr, lo, k_len, full, last_key), ud = load_unit(dyr, lo, k_len, full && dy_al);
 #pragma unroll
     for (int j = 0; j < VEC; ++j) {
       const int idx = lo + j;
@@ -377,7 +414,7 @@ __global__ void __launch_bounds__(kThreads) backward_kernel(const T* __restrict_
   for (int u = threadIdx.x; u < nunits; u += kThreads) {
     const int lo = u * VEC - shift;
     const bool full = unit_is_full<T>(lo, k_len);
-    const Unit<T> uy = load_unit(yr, lo, k_len, full), ud = load_unit(dyr, lo, k_len, full && dy_al);
+    const Unit<T> uy = load_y(yr, lo, k_len, full, last_key), ud = load_unit(dyr, lo, k_len, full && dy_al);
     A v[VEC];
 #pragma unroll
     for (int j = 0; j < VEC; ++j)
@@ -396,7 +433,8 @@ __global__ void __launch_bounds__(kThreads) backward_kernel(const T* __restrict_
 /// common/cuda_utils.cuh: ld/st.global.cs where a unit is one 16-byte access).
 template <typename T, int R, bool kStream, int NT = kThreads>
 __global__ void __launch_bounds__(NT) backward_cached_kernel(const T* __restrict__ y, const T* __restrict__ dy,
-                                                             T* __restrict__ dx, int k_len, acc_t<T> sf) {
+                                                             T* __restrict__ dx, int k_len, acc_t<T> sf,
+                                                             BackwardMask bm) {
   using A = acc_t<T>;
   constexpr int VEC = kVec<T>;
   __shared__ A smem_sum[1][32];
@@ -408,6 +446,7 @@ __global__ void __launch_bounds__(NT) backward_cached_kernel(const T* __restrict
   const int nunits = (k_len + shift + VEC - 1) / VEC;
   const bool dy_al = grid_is_aligned(dyr, shift);
   const bool dx_al = grid_is_aligned(static_cast<const T*>(dxr), shift);
+  const int64_t last_key = bm.last_key(r, k_len);
 
   Unit<T> uy[R], ud[R];
 #pragma unroll
@@ -418,7 +457,7 @@ __global__ void __launch_bounds__(NT) backward_cached_kernel(const T* __restrict
     if (u < nunits) {
       const int lo = u * VEC - shift;
       const bool full = unit_is_full<T>(lo, k_len);
-      uy[k] = load_unit_hint<kStream>(yr, lo, k_len, full);
+      uy[k] = load_y<T, kStream>(yr, lo, k_len, full, last_key);
       ud[k] = load_unit_hint<kStream>(dyr, lo, k_len, full && dy_al);
     }
   }
@@ -475,7 +514,7 @@ constexpr bool kBwdStream = false;
 /// per thread) that holds the row, else the two-sweep kernel.
 template <typename T>
 cudaError_t backward_launch(const T* y, const T* dy, T* dx, int64_t rows, int64_t k_len, double scale,
-                            int block_threads, cudaStream_t stream) {
+                            BackwardMask bm, int block_threads, cudaStream_t stream) {
   constexpr int NT = kBwdThreads;
   const int64_t vec = kVec<T>;
   const int64_t max_units =
@@ -488,9 +527,9 @@ cudaError_t backward_launch(const T* y, const T* dy, T* dx, int64_t rows, int64_
   if (block_threads != 0) {  // the test hook backward_with_block
     if (max_units > block_threads) return cudaErrorInvalidValue;
     switch (block_threads) {
-      case 32: backward_cached_kernel<T, 1, kBwdStream, 32><<<grid, 32, 0, stream>>>(y, dy, dx, kl, sf); break;
-      case 64: backward_cached_kernel<T, 1, kBwdStream, 64><<<grid, 64, 0, stream>>>(y, dy, dx, kl, sf); break;
-      case NT: backward_cached_kernel<T, 1, kBwdStream, NT><<<grid, NT, 0, stream>>>(y, dy, dx, kl, sf); break;
+      case 32: backward_cached_kernel<T, 1, kBwdStream, 32><<<grid, 32, 0, stream>>>(y, dy, dx, kl, sf, bm); break;
+      case 64: backward_cached_kernel<T, 1, kBwdStream, 64><<<grid, 64, 0, stream>>>(y, dy, dx, kl, sf, bm); break;
+      case NT: backward_cached_kernel<T, 1, kBwdStream, NT><<<grid, NT, 0, stream>>>(y, dy, dx, kl, sf, bm); break;
       default: return cudaErrorInvalidValue;
     }
     return cudaGetLastError();
@@ -498,14 +537,14 @@ cudaError_t backward_launch(const T* y, const T* dy, T* dx, int64_t rows, int64_
   // Rows of at most 64 units: the narrowest block that holds them, one unit per thread
   // (bitwise the 128-thread block's dx: the dropped threads' +0 entries in block_sum's
   // fixed tree are the same leaves either way), more rows in flight per SM.
-  if (max_units <= 32) backward_cached_kernel<T, 1, kBwdStream, 32><<<grid, 32, 0, stream>>>(y, dy, dx, kl, sf);
-  else if (max_units <= 64) backward_cached_kernel<T, 1, kBwdStream, 64><<<grid, 64, 0, stream>>>(y, dy, dx, kl, sf);
-  else if (max_units <= 1 * NT) backward_cached_kernel<T, 1, kBwdStream, NT><<<grid, NT, 0, stream>>>(y, dy, dx, kl, sf);
-  else if (max_units <= 2 * NT) backward_cached_kernel<T, 2, kBwdStream, NT><<<grid, NT, 0, stream>>>(y, dy, dx, kl, sf);
-  else if (max_units <= 4 * NT) backward_cached_kernel<T, 4, kBwdStream, NT><<<grid, NT, 0, stream>>>(y, dy, dx, kl, sf);
+  if (max_units <= 32) backward_cached_kernel<T, 1, kBwdStream, 32><<<grid, 32, 0, stream>>>(y, dy, dx, kl, sf, bm);
+  else if (max_units <= 64) backward_cached_kernel<T, 1, kBwdStream, 64><<<grid, 64, 0, stream>>>(y, dy, dx, kl, sf, bm);
+  else if (max_units <= 1 * NT) backward_cached_kernel<T, 1, kBwdStream, NT><<<grid, NT, 0, stream>>>(y, dy, dx, kl, sf, bm);
+  else if (max_units <= 2 * NT) backward_cached_kernel<T, 2, kBwdStream, NT><<<grid, NT, 0, stream>>>(y, dy, dx, kl, sf, bm);
+  else if (max_units <= 4 * NT) backward_cached_kernel<T, 4, kBwdStream, NT><<<grid, NT, 0, stream>>>(y, dy, dx, kl, sf, bm);
   else if (max_units <= kBwdCacheUnits * NT)
-    backward_cached_kernel<T, kBwdCacheUnits, kBwdStream, NT><<<grid, NT, 0, stream>>>(y, dy, dx, kl, sf);
-  else backward_kernel<T><<<grid, kThreads, 0, stream>>>(y, dy, dx, kl, sf);
+    backward_cached_kernel<T, kBwdCacheUnits, kBwdStream, NT><<<grid, NT, 0, stream>>>(y, dy, dx, kl, sf, bm);
+  else backward_kernel<T><<<grid, kThreads, 0, stream>>>(y, dy, dx, kl, sf, bm);
   return cudaGetLastError();
 }
 
@@ -567,12 +606,15 @@ cudaError_t forward_impl(const T* x, const T* mask, T* y, int64_t rows, int64_t 
 }
 
 template <typename T>
-cudaError_t backward_impl(const T* y, const T* dy, T* dx, int64_t rows, int64_t k_len, double scale, int block_threads,
-                          cudaStream_t stream) {
-  if (rows < 0 || rows > kMaxRows || k_len < 1 || k_len > kMaxKLen) return cudaErrorInvalidValue;
+cudaError_t backward_impl(const T* y, const T* dy, T* dx, int64_t rows, int64_t q_len, int64_t k_len, double scale,
+                          int mask_mode, int64_t row_offset, int block_threads, cudaStream_t stream) {
+  if (rows < 0 || rows > kMaxRows || k_len < 1 || k_len > kMaxKLen || q_len < 1 || row_offset < 0 ||
+      mask_mode < 0 || mask_mode > 2)
+    return cudaErrorInvalidValue;
   if (rows == 0) return cudaSuccess;
   if (!y || !dy || !dx || !aligned(y) || !aligned(dy) || !aligned(dx)) return cudaErrorInvalidValue;
-  return backward_launch(y, dy, dx, rows, k_len, scale, block_threads, stream);
+  return backward_launch(y, dy, dx, rows, k_len, scale, BackwardMask{q_len, row_offset, mask_mode == 1}, block_threads,
+                         stream);
 }
 
 }  // namespace
@@ -583,8 +625,9 @@ cudaError_t forward(const T* x, const T* mask, T* y, int64_t rows, int64_t q_len
   return forward_impl(x, mask, y, rows, q_len, k_len, scale, mask_mode, row_offset, 0, stream);
 }
 template <typename T>
-cudaError_t backward(const T* y, const T* dy, T* dx, int64_t rows, int64_t k_len, double scale, cudaStream_t stream) {
-  return backward_impl(y, dy, dx, rows, k_len, scale, 0, stream);
+cudaError_t backward(const T* y, const T* dy, T* dx, int64_t rows, int64_t q_len, int64_t k_len, double scale,
+                     int mask_mode, int64_t row_offset, cudaStream_t stream) {
+  return backward_impl(y, dy, dx, rows, q_len, k_len, scale, mask_mode, row_offset, 0, stream);
 }
 template <typename T>
 cudaError_t forward_with_block(int block_threads, const T* x, const T* mask, T* y, int64_t rows, int64_t q_len,
@@ -593,19 +636,21 @@ cudaError_t forward_with_block(int block_threads, const T* x, const T* mask, T* 
   return forward_impl(x, mask, y, rows, q_len, k_len, scale, mask_mode, row_offset, block_threads, stream);
 }
 template <typename T>
-cudaError_t backward_with_block(int block_threads, const T* y, const T* dy, T* dx, int64_t rows, int64_t k_len,
-                                double scale, cudaStream_t stream) {
+cudaError_t backward_with_block(int block_threads, const T* y, const T* dy, T* dx, int64_t rows, int64_t q_len,
+                                int64_t k_len, double scale, int mask_mode, int64_t row_offset, cudaStream_t stream) {
   if (block_threads == 0) return cudaErrorInvalidValue;
-  return backward_impl(y, dy, dx, rows, k_len, scale, block_threads, stream);
+  return backward_impl(y, dy, dx, rows, q_len, k_len, scale, mask_mode, row_offset, block_threads, stream);
 }
 
 #define NUMGATE_SOFTMAX_INSTANTIATE(T)                                                                  \
   template cudaError_t forward<T>(const T*, const T*, T*, int64_t, int64_t, int64_t, double, int, int64_t, \
                                   cudaStream_t);                                                         \
-  template cudaError_t backward<T>(const T*, const T*, T*, int64_t, int64_t, double, cudaStream_t);           \
+  template cudaError_t backward<T>(const T*, const T*, T*, int64_t, int64_t, int64_t, double, int, int64_t,  \
+                                   cudaStream_t);                                                        \
   template cudaError_t forward_with_block<T>(int, const T*, const T*, T*, int64_t, int64_t, int64_t, double, int, \
                                              int64_t, cudaStream_t);                                             \
-  template cudaError_t backward_with_block<T>(int, const T*, const T*, T*, int64_t, int64_t, double, cudaStream_t);
+  template cudaError_t backward_with_block<T>(int, const T*, const T*, T*, int64_t, int64_t, int64_t, double, int, \
+                                              int64_t, cudaStream_t);
 NUMGATE_SOFTMAX_INSTANTIATE(float)
 NUMGATE_SOFTMAX_INSTANTIATE(double)
 NUMGATE_SOFTMAX_INSTANTIATE(__half)

@@ -26,8 +26,9 @@ cudaError_t launch_backward(const Launch& l) {
   const RowShape sh = launched_rows(l);
   return dispatch(l.spec.dtype, [&](auto tag) {
     using T = decltype(tag);
-    return backward<T>(l.ptr<const T>("y_fwd"), l.ptr<const T>("dy"), l.ptr<T>("dx"), sh.rows, sh.hidden,
-                       l.spec.param("scale"), l.stream);
+    return backward<T>(l.ptr<const T>("y_fwd"), l.ptr<const T>("dy"), l.ptr<T>("dx"), sh.rows, q_len_of(l.spec),
+                       sh.hidden, l.spec.param("scale"), static_cast<int>(l.spec.param("mask_mode")), l.window.first,
+                       l.stream);
   });
 }
 

@@ -45,6 +45,18 @@
 // Mutant: the wide launch with x (forward) or dy (backward) changed at the last row's
 // first element must be told apart, first in that row (rows longer than one element).
 //
+// Softmax causal backward (SoftmaxCausalBackward). In mask mode 1 the backward takes y as
+// +0 without reading it in the 16-byte units wholly past a row's causal limit (softmax.cuh).
+// For the four dtypes and five geometries (square rows that wrap at q_len, q_len > k_len
+// with fully masked rows, short rows, a window of long rows (two-sweep backward) and of
+// rows the forward streams, both launched with a row_offset; y aligned and one element
+// off), on y of the causal forward and dy holding an Inf at a masked position: dx of mode 1
+// must be BITWISE dx of mode 0 (which reads every y); with NaN planted in y from each row's
+// first skipped unit on, mode 1 must still give those bits (it did not read them) while
+// mode 0 must not (the control: the planted NaN is visible to a kernel that reads it);
+// and NaN at the last element mode 1 must read (the end of the unit straddling the limit)
+// must change that row's dx (no visible unit is skipped; a row_offset ignored would fail it).
+//
 // Without a CUDA device (or with --op naming other ops) the tests are skipped.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -361,8 +373,11 @@ void check_softmax_width(const char* dtype) {
       // Backward from the forward's y.
       const bool bwd_hook = units <= 128;
       if (bwd_hook) {
-        ASSERT_EQ(softmax::backward<T>(y_narrow.p, ddy.p, dx_narrow.p, rows, k_len, scale, 0), cudaSuccess) << where;
-        ASSERT_EQ(softmax::backward_with_block<T>(128, y_narrow.p, ddy.p, dx_wide.p, rows, k_len, scale, 0),
+        ASSERT_EQ(softmax::backward<T>(y_narrow.p, ddy.p, dx_narrow.p, rows, q_len, k_len, scale, mask_mode, 0, 0),
+                  cudaSuccess)
+            << where;
+        ASSERT_EQ(softmax::backward_with_block<T>(128, y_narrow.p, ddy.p, dx_wide.p, rows, q_len, k_len, scale, mask_mode,
+                                                    0, 0),
                   cudaSuccess)
             << where;
         ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << where;
@@ -389,7 +404,8 @@ void check_softmax_width(const char* dtype) {
         dym[static_cast<std::size_t>(last_row)] =
             from_double<T>(static_cast<double>(static_cast<float>(dy[static_cast<std::size_t>(last_row)])) + 4.0);
         ddy.put(dym);
-        ASSERT_EQ(softmax::backward_with_block<T>(128, y_narrow.p, ddy.p, dx_wide.p, rows, k_len, scale, 0),
+        ASSERT_EQ(softmax::backward_with_block<T>(128, y_narrow.p, ddy.p, dx_wide.p, rows, q_len, k_len, scale, mask_mode,
+                                                    0, 0),
                   cudaSuccess)
             << where;
         ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << where;
@@ -404,8 +420,115 @@ void check_softmax_width(const char* dtype) {
   Placed<T> a(64 * 16, 0), b(64 * 16, 0);
   EXPECT_EQ(softmax::forward_with_block<T>(96, a.p, nullptr, b.p, 1, 1, 8, 1.0, 0, 0, 0), cudaErrorInvalidValue);
   EXPECT_EQ(softmax::forward_with_block<T>(32, a.p, nullptr, b.p, 1, 1, 33 * vec, 1.0, 0, 0, 0), cudaErrorInvalidValue);
-  EXPECT_EQ(softmax::backward_with_block<T>(256, a.p, a.p, b.p, 1, 8, 1.0, 0), cudaErrorInvalidValue);
-  EXPECT_EQ(softmax::backward_with_block<T>(64, a.p, a.p, b.p, 1, 65 * vec, 1.0, 0), cudaErrorInvalidValue);
+  EXPECT_EQ(softmax::backward_with_block<T>(256, a.p, a.p, b.p, 1, 1, 8, 1.0, 0, 0, 0), cudaErrorInvalidValue);
+  EXPECT_EQ(softmax::backward_with_block<T>(64, a.p, a.p, b.p, 1, 1, 65 * vec, 1.0, 0, 0, 0), cudaErrorInvalidValue);
+}
+
+// ---- softmax causal backward: units of y past the causal limit are not read -----------
+
+/// First element of the first 16-byte unit of a row at device address `row` wholly past
+/// `last_key` (the kernels' unit grid, common/cuda_utils.cuh: unit u covers elements
+/// [u * vec - shift, (u + 1) * vec - shift), shift = (row % 16) / sizeof(T)), clipped to
+/// [0, k_len]: from there on the causal backward takes y as +0 without reading it.
+template <class T>
+std::int64_t first_skipped(const T* row, std::int64_t last_key, std::int64_t k_len) {
+  const std::int64_t vec = 16 / static_cast<std::int64_t>(sizeof(T));
+  const std::int64_t shift = static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(row) % 16 / sizeof(T));
+  const std::int64_t t = last_key + shift;  // the unit holding last_key is floor(t / vec)
+  const std::int64_t u = (t >= 0 ? t / vec : -((-t + vec - 1) / vec)) + 1;
+  return std::clamp<std::int64_t>(u * vec - shift, 0, k_len);
+}
+
+/// One causal geometry of SoftmaxCausalBackward.
+struct CausalRows {
+  std::int64_t q_len, k_len, rows, row_offset;
+  int y_offset;  ///< y placed this many elements past a 256-byte boundary
+};
+
+template <class T>
+void check_softmax_causal_backward(const char* dtype) {
+  const std::int64_t vec = 16 / static_cast<std::int64_t>(sizeof(T));
+  const double scale = 0.125;
+  const std::int64_t long_row = 1100 * vec + 5, stream_row = 2100 * vec;  // two-sweep backward; streamed forward
+  for (const CausalRows g : {CausalRows{40 * vec - 3, 40 * vec - 3, 2 * (40 * vec - 3), 0, 1},  // rows wrap at q_len
+                             CausalRows{300, 37, 300, 0, 0},                 // q_len > k_len: fully masked rows
+                             CausalRows{64, 9 * vec, 64, 0, 0},             // short rows (narrow blocks)
+                             CausalRows{long_row, long_row, 24, long_row / 3, 0},
+                             CausalRows{stream_row, stream_row, 16, stream_row / 2 - 8, 1}}) {
+    const std::string where = std::string(dtype) + " q_len " + std::to_string(g.q_len) + ", k_len " +
+                              std::to_string(g.k_len) + ", rows " + std::to_string(g.rows) + " from row_offset " +
+                              std::to_string(g.row_offset);
+    const std::size_t n = static_cast<std::size_t>(g.rows * g.k_len);
+    Rng rng{0xCA05A1ull + static_cast<std::uint64_t>(g.k_len * 7 + g.q_len)};
+    std::vector<T> x(n), dy(n);
+    for (auto& v : x) v = from_double<T>(8.0 * rng.symmetric());
+    for (auto& v : dy) v = from_double<T>(rng.symmetric());
+    auto last_key = [&](std::int64_t r) { return (g.row_offset + r) % g.q_len + g.k_len - g.q_len; };
+    // An Inf upstream gradient at a masked position (row 1's last element, masked there):
+    // the row's dx is NaN in every mode, since dy is read everywhere.
+    const bool inf_row1 = g.rows > 1 && last_key(1) < g.k_len - 1;
+    if (inf_row1) dy[static_cast<std::size_t>(2 * g.k_len - 1)] = from_double<T>(INFINITY);
+    Placed<T> dxin(n, 0), ddy(n, 0), dyv(n, g.y_offset), ddx(n, 0);
+    dxin.put(x);
+    ddy.put(dy);
+    ASSERT_EQ(softmax::forward<T>(dxin.p, nullptr, dyv.p, g.rows, g.q_len, g.k_len, scale, 1, g.row_offset, 0),
+              cudaSuccess)
+        << where;
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << where;
+    const auto y_bytes = dyv.get();
+    std::vector<T> y(n);
+    std::memcpy(y.data(), y_bytes.data(), y_bytes.size());
+    auto bwd = [&](const std::vector<T>& yv, int mask_mode) {
+      dyv.put(yv);
+      EXPECT_EQ(softmax::backward<T>(dyv.p, ddy.p, ddx.p, g.rows, g.q_len, g.k_len, scale, mask_mode, g.row_offset, 0),
+                cudaSuccess)
+          << where;
+      EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess) << where;
+      return ddx.get();
+    };
+    const auto dx_all = bwd(y, 0);  // mode 0 reads every y
+    EXPECT_EQ(first_difference(bwd(y, 1), dx_all, sizeof(T)), -1)
+        << where << ": the causal backward's dx differs from the read-everything backward's on the forward's y";
+    // y poisoned with NaN from each row's first skipped unit on: the causal backward must not
+    // see it (bitwise the same dx), the read-everything backward must (the check is not blind).
+    std::vector<T> y_skip = y, y_edge = y;
+    std::vector<std::int64_t> edge_rows;
+    std::int64_t poisoned = 0;
+    for (std::int64_t r = 0; r < g.rows; ++r) {
+      const std::int64_t f = first_skipped(dyv.p + r * g.k_len, last_key(r), g.k_len);
+      for (std::int64_t j = f; j < g.k_len; ++j, ++poisoned)
+        y_skip[static_cast<std::size_t>(r * g.k_len + j)] = from_double<T>(NAN);
+      // the last element the kernel reads (possibly a masked one in the unit that straddles
+      // the limit): NaN there must reach the row's dx
+      if (f > 0 && !(inf_row1 && r == 1)) {  // row 1 may be NaN already
+        y_edge[static_cast<std::size_t>(r * g.k_len + f - 1)] = from_double<T>(NAN);
+        edge_rows.push_back(r);
+      }
+    }
+    ASSERT_GT(poisoned, 0) << where << ": no unit lies past the causal limit; the geometry tests nothing";
+    EXPECT_EQ(first_difference(bwd(y_skip, 1), dx_all, sizeof(T)), -1)
+        << where << ": the causal backward read y past the causal limit (NaN planted there reached dx)";
+    EXPECT_NE(first_difference(bwd(y_skip, 0), dx_all, sizeof(T)), -1)
+        << where << ": the planted NaN did not reach the read-everything backward: the check is blind";
+    const auto dx_edge = bwd(y_edge, 1);
+    const std::size_t row_bytes = static_cast<std::size_t>(g.k_len) * sizeof(T);
+    for (const std::int64_t r : edge_rows) {
+      const std::size_t at = static_cast<std::size_t>(r) * row_bytes;
+      EXPECT_NE(std::memcmp(dx_edge.data() + at, dx_all.data() + at, row_bytes), 0)
+          << where << ", row " << r << ": a NaN at the last element the causal backward must read ("
+          << first_skipped(dyv.p + r * g.k_len, last_key(r), g.k_len) - 1
+          << ") did not reach dx: a visible unit was skipped";
+    }
+  }
+}
+
+TEST(SoftmaxCausalBackward, SkipsOnlyUnitsPastTheCausalLimit) {
+  const std::string why = skip_reason("softmax");
+  if (!why.empty()) GTEST_SKIP() << why;
+  check_softmax_causal_backward<__nv_bfloat16>("bf16");
+  check_softmax_causal_backward<__half>("fp16");
+  check_softmax_causal_backward<float>("fp32");
+  check_softmax_causal_backward<double>("fp64");
 }
 
 TEST(SoftmaxBlockWidth, NarrowBlocksGiveTheWideBlocksBits) {
