@@ -73,6 +73,11 @@ struct TargetPass {
   /// a nondeterministic one kNondeterministicLaunches times, gates every distinct result
   /// and reports how many there were and the largest difference between launches.
   bool deterministic = true;
+  /// The pass's minimal DRAM traffic in bytes for this case, where it is less than every
+  /// tensor the descriptor's pass reads and writes, once (empty function: that sum), e.g. a
+  /// causal softmax, which never reads the scores past each row's causal limit. Only the
+  /// benchmark's bandwidth figure uses it.
+  std::function<double(const CaseSpec&)> traffic_bytes;
 };
 
 /// Launches of a pass declared nondeterministic (SPEC §5: at least 5, every one gated).

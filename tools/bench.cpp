@@ -32,7 +32,9 @@
 // Bandwidth = minimal DRAM traffic / median time, where the minimal traffic of a pass is
 // the bytes of the inputs it reads (PassDecl::reads of the op descriptor, each once) plus the bytes of the
 // outputs it writes (PassDecl::writes, each once); e.g. RMSNorm forward reads x, w and
-// writes y; SwiGLU backward reads a, b, dy and writes da, db. It is compared with a
+// writes y; SwiGLU backward reads a, b, dy and writes da, db; where a pass must move less
+// than that, its TargetPass::traffic_bytes says how much (softmax: the causal forward reads
+// x, the causal backward y, only up to each row's causal limit). It is compared with a
 // device-to-device cudaMemcpyAsync (bytes read + written), the practical ceiling for a
 // streaming kernel. A case with fewer rows than the device has multiprocessors cannot
 // fill the GPU with a row-per-block kernel: it is still timed, but its line ends with
@@ -517,6 +519,7 @@ void run_case(const BenchCase& bc, const Device& dev, const Options& opt, cudaSt
     double bytes = 0;
     for (const auto& t : pass.reads) bytes += static_cast<double>(bytes_of(t));
     for (const auto& t : pass.writes) bytes += static_cast<double>(bytes_of(t));
+    if (tp.traffic_bytes) bytes = tp.traffic_bytes(bc.spec);
     auto launch = [&](int i) {
       const std::size_t k = static_cast<std::size_t>(i) % nsets;
       const Set& ws_set = reuse ? sets[0] : sets[k];

@@ -5,6 +5,8 @@
 // (Layout::whole) and indexed by query. A launch of the row window [first, first + count)
 // gets x, y (and y_fwd, dy, dx) of those rows only and passes `first` to the launchers as
 // the global index of its first row.
+#include <algorithm>
+
 #include "softmax/softmax.cuh"
 #include "target.h"
 
@@ -32,9 +34,34 @@ cudaError_t launch_backward(const Launch& l) {
   });
 }
 
+/// Minimal DRAM traffic (the benchmark's bandwidth). Forward: x where the launchers read
+/// it (mask_mode 1: each row's visible keys only), the mask [q_len, k_len] once (mode 2),
+/// y. Backward: y likewise (mode 1: visible keys only), dy, dx.
+double visible_fraction(const CaseSpec& c) {
+  if (static_cast<int>(c.param("mask_mode")) != 1) return 1.0;
+  const std::int64_t q_len = q_len_of(c), k_len = c.shape.back();
+  double visible = 0;
+  for (std::int64_t i = 0; i < q_len; ++i)
+    visible += static_cast<double>(std::clamp<std::int64_t>(i + k_len - q_len + 1, 0, k_len));
+  return visible / (static_cast<double>(q_len) * static_cast<double>(k_len));
+}
+double tensor_bytes(const CaseSpec& c) { return static_cast<double>(numel(c.shape) * dtype_size(c.dtype)); }
+double forward_traffic(const CaseSpec& c) {
+  const double mask = static_cast<int>(c.param("mask_mode")) == 2
+                          ? static_cast<double>(q_len_of(c) * c.shape.back() * dtype_size(c.dtype))
+                          : 0.0;
+  return tensor_bytes(c) * (visible_fraction(c) + 1.0) + mask;
+}
+double backward_traffic(const CaseSpec& c) { return tensor_bytes(c) * (visible_fraction(c) + 2.0); }
+
 }  // namespace
 
-TargetOp make_target() { return {"softmax", {{"Forward", {}, launch_forward}, {"Backward", {}, launch_backward}}, {}}; }
+TargetOp make_target() {
+  return {"softmax",
+          {{"Forward", {}, launch_forward, true, forward_traffic},
+           {"Backward", {}, launch_backward, true, backward_traffic}},
+          {}};
+}
 
 }  // namespace numgate::softmax
 
