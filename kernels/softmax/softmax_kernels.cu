@@ -126,12 +126,20 @@ __device__ __forceinline__ acc_t<T> lowest_finite() {
   }
 }
 
-/// NaN-propagating max, symmetric in its arguments up to the NaN payload.
+/// NaN-propagating max, symmetric in its arguments up to the NaN payload. float: one
+/// max.NaN.f32 (sm_80+; its NaN is the canonical one, as every FP32 operation's NaN result
+/// on the GPU is, so no output bit depends on which NaN came first).
 template <typename A>
 __device__ __forceinline__ A max_nan(A a, A b) {
-  if (a != a) return a;
-  if (b != b) return b;
-  return a > b ? a : b;
+  if constexpr (std::is_same_v<A, float>) {
+    float r;
+    asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    return r;
+  } else {
+    if (a != a) return a;
+    if (b != b) return b;
+    return a > b ? a : b;
+  }
 }
 
 /// exp(d) in acc. float outputs: FP64 exp rounded once to float, the reference's libm expf
@@ -327,6 +335,7 @@ __global__ void __launch_bounds__(NT) forward_cached_kernel(const T* __restrict_
   if (!empty) {
 #pragma unroll
     for (int k = 0; k < R; ++k) {
+      if (keep[k] == 0) continue;  // nothing visible (past the causal limit, or no unit)
       // bf16 / fp16: no per-element test on full visible units (for float, whose FP64 exp
       // is long, a second copy of the loop would spill registers)
       if constexpr (sizeof(T) == 2) {
