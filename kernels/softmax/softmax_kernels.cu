@@ -56,23 +56,29 @@ Design.
   then across threads by block_sum, so the result depends only on k_len and the row's
   16-byte phase.
 
-Speed (H200, numgate-bench kernel clock, bf16 causal scaled 4x8x4096x4096; minimal traffic:
-x read once and y written once forward, y and dy read once and dx written once backward):
-  forward   2.15 GB, 914.5 us: 2.35 TB/s, 55% of the 4246 GB/s device-to-device copy
-            (unchanged by the backward's rework; 0.64 of torch.compile's time).
-  backward  3.22 GB, 742.1-744.8 us (runs 16-20): 4.33 TB/s, 102% of copy (a 2-read :
-            1-write stream beats the 1 : 1 copy). Limited by DRAM; torch.compile's kernel
-            (512 threads, each row read twice, the second time from L2) moves the same
-            bytes in 719-721 us, ratio 1.03, and what separates the two is not isolated.
-            The variants measured against it (thread counts, load / store hints and L2
-            policies, persistent grids, blocks per SM, TMA bulk copies of the rows) and
-            their times are in README.md ("Against torch.compile and Liger-Kernel").
+Speed (H200, run 23, numgate-bench kernel clock, bf16 causal scaled 4x8x4096x4096; minimal
+traffic: the visible half of x (50.01%: 0.54 GB) read and y (1.07 GB) written forward; the
+visible half of y, all of dy read and dx written backward; copy = the same GPU's
+device-to-device memcpy, 4272 GB/s):
+  forward   1.61 GB, 654 us: 2.46 TB/s, 59% of copy (torch.compile 1422 us: 0.46). Limited
+            by instruction issue, not DRAM: Nsight Compute on the H200 (scratch harness,
+            same kernel, 643 us) shows 79% of the schedulers' issue slots used and DRAM at
+            51% of peak; about 31 instructions per element slot, the accurate FP32 expf
+            alone 11 (it keeps the <= 2 ulp contract; one ex2.approx of (z - m) * log2(e)
+            would err by about |z - m| FP32 ulps from that product's rounding). The same kernel
+            without the mask (all of x read) takes 784 us.
+  backward  2.68 GB, 630 us: 4.26 TB/s, 99% of copy (a 2-read : 1-write stream). Limited by
+            DRAM; torch.compile 720-721 us (0.87), and 733.8 us when its graph is given the
+            mask (it still reads every y). Before the causal skip: 3.22 GB in 742-745 us,
+            1.03 of torch.compile, after ~25 variants that moved every byte (README.md,
+            "Against torch.compile and Liger-Kernel").
 
 Short rows (bf16 causal 1x8x512x512, 4096 rows of 64 units, 4.2 MB each way): one row
 per block, so what limits them is the latency of a row's load-reduce-store chain times
 the rows that do not fit on the GPU at once; the narrow blocks (64 threads for these rows)
-put four times the rows in flight. Forward 7.3 us, backward 4.6-5.1 us (runs 20-22),
-torch.compile 4.1-4.6 / 4.3-4.7 us (several rows per program).
+put four times the rows in flight. Run 23 (outputs reused / rotating): forward 5.97 /
+6.28 us (7.3 before the one-instruction max), backward 4.75 / 5.06 us; torch.compile
+4.10 / 4.52 and 4.21 / 4.72 us (several rows per program).
 
 Limits: see softmax.cuh. Build without --use_fast_math (the contract names div_rn etc.
 explicitly, so it would not change them, but exp would still be the FP64 libdevice one).
