@@ -447,6 +447,8 @@ def make_ops(torch, F, liger):
                ("backward", "torch.compile", True, "", mk, lambda s: bwd_c(s["y"], s["dy"]), ("y", "dy", "x"))]
         if mode == 1:
             bwd_mc = comp(bwd_masked)
+            # the same values as numgate's dx but at masked positions: 0 there, where numgate
+            # gives +-0 (or NaN for a non-finite dy); the same work, so it counts as a peer
             out.append(("backward", "torch.compile", True, "mask given (masked_fill of dx)", mk,
                         lambda s: bwd_mc(s["y"], s["dy"]), ("y", "dy", "x")))
         if liger:

@@ -60,7 +60,7 @@ Speed (H200, run 23, numgate-bench kernel clock, bf16 causal scaled 4x8x4096x409
 traffic: the visible half of x (50.01%: 0.54 GB) read and y (1.07 GB) written forward; the
 visible half of y, all of dy read and dx written backward; copy = the same GPU's
 device-to-device memcpy, 4272 GB/s):
-  forward   1.61 GB, 654 us: 2.46 TB/s, 59% of copy (torch.compile 1422 us: 0.46). Limited
+  forward   1.61 GB, 654 us: 2.46 TB/s, 58% of copy (torch.compile 1422 us: 0.46). Limited
             by instruction issue, not DRAM: Nsight Compute on the H200 (scratch harness,
             same kernel, 643 us) shows 79% of the schedulers' issue slots used and DRAM at
             51% of peak; about 31 instructions per element slot, the accurate FP32 expf
@@ -133,8 +133,10 @@ __device__ __forceinline__ acc_t<T> lowest_finite() {
 }
 
 /// NaN-propagating max, symmetric in its arguments up to the NaN payload. float: one
-/// max.NaN.f32 (sm_80+; its NaN is the canonical one, as every FP32 operation's NaN result
-/// on the GPU is, so no output bit depends on which NaN came first).
+/// max.NaN.f32 (sm_80+), which returns the canonical NaN and +0 for max(+0, -0) where the
+/// select below returned an operand; no output bit changes, since m enters the results
+/// only through sub_rn(z, m) (an FP32 operation: its NaN is canonical either way, and
+/// z - (+-0) is the same value) and the test m == -inf.
 template <typename A>
 __device__ __forceinline__ A max_nan(A a, A b) {
   if constexpr (std::is_same_v<A, float>) {

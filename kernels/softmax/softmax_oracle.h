@@ -46,8 +46,8 @@
 // Backward (softmax's Jacobian-vector product from the saved output, times the scale):
 //   dot  = sum_j dy_j * y_j ;  dx_j = scale * y_j * (dy_j - dot)
 // Masked elements have y_fwd = 0, so dx = 0 there; a fully masked row gives dx = 0.
-// (The target's causal backward takes y_fwd as +0 past each row's causal limit without
-// reading it, softmax.cuh; y_fwd here, the reference forward's output, is +0 there in every
+// (The target's causal backward takes y_fwd as +0 in the 16-byte units wholly past each
+// row's causal limit without reading it, softmax.cuh; y_fwd here, the reference forward's output, is +0 there in every
 // row, so the formula above is the same function on every fixture.)
 //
 // Reference dtype policy (formula_version 1): case-dtype inputs and outputs, FP32 math,

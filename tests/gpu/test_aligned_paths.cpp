@@ -47,15 +47,20 @@
 //
 // Softmax causal backward (SoftmaxCausalBackward). In mask mode 1 the backward takes y as
 // +0 without reading it in the 16-byte units wholly past a row's causal limit (softmax.cuh).
-// For the four dtypes and five geometries (square rows that wrap at q_len, q_len > k_len
-// with fully masked rows, short rows, a window of long rows (two-sweep backward) and of
-// rows the forward streams, both launched with a row_offset; y aligned and one element
-// off), on y of the causal forward and dy holding an Inf at a masked position: dx of mode 1
-// must be BITWISE dx of mode 0 (which reads every y); with NaN planted in y from each row's
-// first skipped unit on, mode 1 must still give those bits (it did not read them) while
-// mode 0 must not (the control: the planted NaN is visible to a kernel that reads it);
-// and NaN at the last element mode 1 must read (the end of the unit straddling the limit)
-// must change that row's dx (no visible unit is skipped; a row_offset ignored would fail it).
+// For the four dtypes and nine geometries (square rows that wrap at q_len, q_len > k_len
+// with fully masked rows, short rows (narrow blocks), windows of rows reaching each of the
+// 128-thread register caches (1, 2, 4, 8 units per thread), of long rows (two-sweep
+// backward) and of rows the forward streams, the windows launched with their row_offset;
+// y aligned and one element off), on y of the causal forward and dy holding an Inf at a
+// masked position: dx of mode 1 must be BITWISE dx of mode 0 (which reads every y; a
+// skipped visible unit or an ignored row_offset would zero a y > 0 and fail this); with NaN
+// planted in y from each row's first skipped unit on, mode 1 must still give those bits
+// (it did not read them) while mode 0 must not (the control: the planted NaN is visible
+// to a kernel that reads it); and NaN at the last element the documented rule reads (the
+// end of the last unit with lo <= last_key, masked elements included) must change that
+// row's dx (the rule is the documented one, not a tighter one). Only the backward's skip
+// is observable; the forward's (x past the limit not loaded) can change no bit, which the
+// replay's golden comparisons and SoftmaxBlockWidth see.
 //
 // Without a CUDA device (or with --op naming other ops) the tests are skipped.
 #include <cuda_bf16.h>
@@ -450,9 +455,14 @@ void check_softmax_causal_backward(const char* dtype) {
   const std::int64_t vec = 16 / static_cast<std::int64_t>(sizeof(T));
   const double scale = 0.125;
   const std::int64_t long_row = 1100 * vec + 5, stream_row = 2100 * vec;  // two-sweep backward; streamed forward
+  // Windows of square rows reaching each 128-thread register cache of the backward (R = 1,
+  // 2, 4, 8 units per thread; R = 4 is bf16's 4096-key production row)
+  const std::int64_t r1 = 100 * vec + 3, r2 = 200 * vec, r4 = 500 * vec, r8 = 900 * vec + 1;
   for (const CausalRows g : {CausalRows{40 * vec - 3, 40 * vec - 3, 2 * (40 * vec - 3), 0, 1},  // rows wrap at q_len
                              CausalRows{300, 37, 300, 0, 0},                 // q_len > k_len: fully masked rows
                              CausalRows{64, 9 * vec, 64, 0, 0},             // short rows (narrow blocks)
+                             CausalRows{r1, r1, 16, r1 / 3, 1}, CausalRows{r2, r2, 16, r2 / 2, 0},
+                             CausalRows{r4, r4, 24, r4 / 2 - 12, 0}, CausalRows{r8, r8, 16, r8 / 4, 1},
                              CausalRows{long_row, long_row, 24, long_row / 3, 0},
                              CausalRows{stream_row, stream_row, 16, stream_row / 2 - 8, 1}}) {
     const std::string where = std::string(dtype) + " q_len " + std::to_string(g.q_len) + ", k_len " +
@@ -498,8 +508,8 @@ void check_softmax_causal_backward(const char* dtype) {
       const std::int64_t f = first_skipped(dyv.p + r * g.k_len, last_key(r), g.k_len);
       for (std::int64_t j = f; j < g.k_len; ++j, ++poisoned)
         y_skip[static_cast<std::size_t>(r * g.k_len + j)] = from_double<T>(NAN);
-      // the last element the kernel reads (possibly a masked one in the unit that straddles
-      // the limit): NaN there must reach the row's dx
+      // the last element the documented rule reads (possibly a masked one in the unit that
+      // straddles the limit): NaN there must reach the row's dx
       if (f > 0 && !(inf_row1 && r == 1)) {  // row 1 may be NaN already
         y_edge[static_cast<std::size_t>(r * g.k_len + f - 1)] = from_double<T>(NAN);
         edge_rows.push_back(r);
@@ -517,7 +527,7 @@ void check_softmax_causal_backward(const char* dtype) {
       EXPECT_NE(std::memcmp(dx_edge.data() + at, dx_all.data() + at, row_bytes), 0)
           << where << ", row " << r << ": a NaN at the last element the causal backward must read ("
           << first_skipped(dyv.p + r * g.k_len, last_key(r), g.k_len) - 1
-          << ") did not reach dx: a visible unit was skipped";
+          << ") did not reach dx: the unit holding it (the last unit with lo <= last_key) was not read";
     }
   }
 }
