@@ -52,9 +52,8 @@ Design.
   (a, b; backward also dy) before the math. Measured alternatives, slower: 2 or 4 units
   per thread with a resident grid of 8 blocks per SM (the math's registers cut occupancy:
   4 units need ~100 registers), 2 units per thread on a flat grid, CUDA's expf instead of
-  MUFU.EX2 (erf GELU forward +8%). Evict-first hints (ld/st.global.cs) on every kernel but
-  the SiLU forward (GELU 0-1.4% faster, the SiLU forward 6% slower with them; the SiLU
-  backward 1.0-1.4% faster, run 23, see kCsBackward). Forward writes y; backward
+  MUFU.EX2 (erf GELU forward +8%). Evict-first hints (ld/st.global.cs) on the GELU kernels
+  only (0-1.4% faster there, 6% slower on the SiLU forward). Forward writes y; backward
   writes da and db in the same pass (a, b, dy each read once). No shared memory, no
   atomics, no reductions: the output does not depend on the launch shape (bitwise
   identical for any grid).
@@ -141,17 +140,12 @@ __device__ __forceinline__ void act_dact(C a, C& y, C& dy) {
 
 constexpr int kThreads = 256;
 constexpr int kUnroll = 1;  // units per thread per grid-stride trip (2 and 4 measured slower)
-/// Evict-first hints: units move by common/cuda_utils.cuh's load_unit_hint /
+/// Evict-first hints per activation: units move by common/cuda_utils.cuh's load_unit_hint /
 /// store_unit_hint (load_at / store_at on the flat tensor, 64-bit indices); with Cs a full
 /// vector unit moves by ld.global.cs / st.global.cs (every byte is touched once). Measured:
-/// 0-1.4% faster for the GELU kernels, 6% slower for the SiLU forward, so GELU only for the
-/// forward (kCs); every backward takes them (kCsBackward): the SiLU backward went 61.63 ->
-/// 61.03 us at 4x512x12288 and 33.92 -> 33.45 us at 1x512x25600 (run 23, bf16, a scratch
-/// harness timing the aligned kernel alone with events, inputs and outputs rotating over
-/// 4 sets; the same with 64, 128 or 256 threads per block).
+/// 0-1.4% faster for the GELU kernels, 6% slower for the SiLU forward, so GELU only.
 template <Fn F>
 constexpr bool kCs = F != Fn::silu;
-constexpr bool kCsBackward = true;
 
 template <typename T, Fn F, int U, bool Cs>
 __global__ void __launch_bounds__(kThreads)
@@ -367,9 +361,9 @@ cudaError_t launch_backward(const T* a, const T* b, const T* dy, T* da, T* db, i
       !aligned_to_element<T>(da) || !aligned_to_element<T>(db))
     return cudaErrorInvalidValue;
   if (all_aligned<T>(n, {a, b, dy, da, db}))
-    glu_backward_aligned_kernel<T, F, kCsBackward><<<grid_for(a, n), kThreads, 0, stream>>>(a, b, dy, da, db, n);
+    glu_backward_aligned_kernel<T, F, kCs<F>><<<grid_for(a, n), kThreads, 0, stream>>>(a, b, dy, da, db, n);
   else
-    glu_backward_kernel<T, F, kUnroll, kCsBackward><<<grid_for(a, n), kThreads, 0, stream>>>(a, b, dy, da, db, n);
+    glu_backward_kernel<T, F, kUnroll, kCs<F>><<<grid_for(a, n), kThreads, 0, stream>>>(a, b, dy, da, db, n);
   return cudaGetLastError();
 }
 
