@@ -181,6 +181,9 @@ inline constexpr int kStreamThreads = 1024;
 inline constexpr int kBwdTargetThreads = 256;
 inline constexpr int kFusedMaxThreads = 256;  ///< fused backward block limit
 inline constexpr int kFusedMaxK = 4;          ///< fused backward: up to 1024 units per row
+/// Fused backward rows of at most this many units take the warp-rows kernel (4 or more
+/// rows in flight per warp; not measured against the ring kernel at 16 or 32 units).
+inline constexpr int kBwdWarpRowsMaxUnits = 8;
 inline constexpr int kDwTx = 32;  // separate-path stage 1: 32 x 8 threads per tile
 inline constexpr int kDwTy = 8;
 inline constexpr int kDwCols = 2 * kDwTx;  // scalar tile: columns tx and tx + 32
@@ -515,6 +518,23 @@ inline constexpr int kWarpRowsWarps = 8;
 /// residual_out) are bitwise the aligned and the cached kernels' at that block shape
 /// (tests/gpu/test_aligned_paths.cpp compares them). No shared memory and no barriers:
 /// lanes past the last row take part in the shuffles and touch no memory.
+/// block_sum<N> of a 32-thread block (every thread of which holds row units only in its
+/// first lanes), played by a group of L lanes: one v + 0 (the first butterfly's levels at
+/// lane distance >= L add only the +0 of threads holding no unit), the butterfly below L,
+/// then + 0 (the second butterfly over lane 0's total and zeros). Every lane of the warp
+/// must call it (full-mask shuffles).
+template <int L, typename A, int N>
+__device__ __forceinline__ void lane_group_sum(A (&v)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    A t = v[i];
+    if constexpr (L < 32) t = t + A(0);
+#pragma unroll
+    for (int d = L / 2; d > 0; d >>= 1) t += __shfl_xor_sync(0xffffffffu, t, d);
+    v[i] = t + A(0);
+  }
+}
+
 template <class P, typename T, int L>
 __global__ void __launch_bounds__(32 * kWarpRowsWarps) row_norm_forward_warp_rows_kernel(const FwdArgs<T> a,
                                                                                         int64_t rows) {
@@ -545,13 +565,7 @@ __global__ void __launch_bounds__(32 * kWarpRowsWarps) row_norm_forward_warp_row
     detail::first_sum<P, T>(xc[0], rc[0], v, s[0]);
     if constexpr (P::kResidual) store_unit_hint<true>(a.res_out + off, tid * V, hidden, true, pack_from_acc<T>(v));
   }
-  auto row_sum = [&](A(&v)[1]) {
-    A t = v[0];
-    if constexpr (L < 32) t = t + A(0);
-#pragma unroll
-    for (int d = L / 2; d > 0; d >>= 1) t += __shfl_xor_sync(0xffffffffu, t, d);
-    v[0] = t + A(0);
-  };
+  auto row_sum = [&](A(&v)[1]) { lane_group_sum<L>(v); };
   A mean, r;
   detail::forward_statistics<P, T>(s, xc, rc, row_sum, hidden, a.eps, mean, r, [&](int, int) { return on; });
   if (on) {
@@ -629,25 +643,25 @@ struct BwdArgs {
 
 enum RowTensor { kTx = 0, kTr = 1, kTd = 2 };
 
-/// The per-row backward, identical in every path. src(k, t) returns this thread's k-th
-/// unit of row tensor t (kTx, kTr, kTd); wsrc(k, lo, full) its k-th unit of w (lo: the
-/// unit's first element; full: unit_is_full), dsrc(k, lo, full) of d_residual_out
-/// (residual policies; read in the dx phase only); keep() re-packs register-cached units
-/// after a reduction; after_reduce() runs right after the block reduction of the gradient
-/// sums (every thread of the block is past its reads of the previous row then).
-/// kAccum: dwacc[k][j] += acc(dy) * xhat (and dbacc[k][j] += acc(dy)), xhat bitwise the
-/// value used for dx; else the row's statistics go to a.stats.
-template <class P, typename T, int K, bool kAccum, class Src, class Wsrc, class Dsrc, class Keep, class After>
-__device__ __forceinline__ void backward_row(const BwdArgs<T>& a, int64_t row, int shift, int nunits, Src&& src,
-                                             Wsrc&& wsrc, Dsrc&& dsrc, Keep&& keep, After&& after_reduce,
-                                             acc_t<T> (*red)[32],
-                                             acc_t<T> (&dwacc)[kAccum ? K : 1][kVec<T>],
-                                             acc_t<T> (&dbacc)[(kAccum && P::kBias) ? K : 1][kVec<T>]) {
+/// The per-row backward, identical in every path. The row is played by nthr threads, this
+/// one thread tid (a block's threadIdx.x and blockDim.x, or a lane group of the warp-rows
+/// kernel); reduce(v) sums the array v over them (block_sum, or its lane-group replica).
+/// src(k, t) returns this thread's k-th unit of row tensor t (kTx, kTr, kTd); wsrc(k, lo,
+/// full) its k-th unit of w (lo: the unit's first element; full: unit_is_full), dsrc(k,
+/// lo, full) of d_residual_out (residual policies; read in the dx phase only); keep()
+/// re-packs register-cached units after a reduction; after_reduce() runs right after the
+/// reduction of the gradient sums (every thread of the block is past its reads of the
+/// previous row then). kAccum: accum(k, j, acc(dy), xhat) for every element of the row,
+/// xhat bitwise the value used for dx (the callers add acc(dy) * xhat to their dw partial
+/// and acc(dy) to their db partial); else the row's statistics go to a.stats.
+template <class P, typename T, int K, bool kAccum, class Src, class Wsrc, class Dsrc, class Keep, class After,
+          class Reduce, class Accum>
+__device__ __forceinline__ void backward_row(const BwdArgs<T>& a, int64_t row, int shift, int nunits, int tid,
+                                             int nthr, Src&& src, Wsrc&& wsrc, Dsrc&& dsrc, Keep&& keep,
+                                             After&& after_reduce, Reduce&& reduce, Accum&& accum) {
   using A = acc_t<T>;
   constexpr int V = kVec<T>;
   const int hidden = a.hidden;
-  const int tid = static_cast<int>(threadIdx.x);
-  const int nthr = static_cast<int>(blockDim.x);
   T* dxr = a.dx + row * hidden;
   const bool dx_al = grid_is_aligned(static_cast<const T*>(dxr), shift);
 
@@ -661,7 +675,7 @@ __device__ __forceinline__ void backward_row(const BwdArgs<T>& a, int64_t row, i
 #pragma unroll
       for (int j = 0; j < V; ++j) s[0] += detail::value<P, T>(xu, ru, j);
     }
-    block_sum<1>(s, red);
+    reduce(s);
     mean = div_rn(s[0], A(hidden));
     keep();
   }
@@ -698,7 +712,7 @@ __device__ __forceinline__ void backward_row(const BwdArgs<T>& a, int64_t row, i
       }
     }
   }
-  block_sum<NS>(sums, red);
+  reduce(sums);
   const A r = detail::rstd_of(sums[0], hidden, a.eps);
   A ga = A(0);
   A c;
@@ -742,7 +756,7 @@ __device__ __forceinline__ void backward_row(const BwdArgs<T>& a, int64_t row, i
         if constexpr (P::kMeanVar) {
           const A xhat = (v - mean) * r;
           out[j] = mul_rn(r, sub_rn(sub_rn(g, ga), mul_rn(xhat, c)));
-          if constexpr (kAccum) dwacc[k][j] += dyv * xhat;
+          if constexpr (kAccum) accum(k, j, dyv, xhat);
         } else {
           const A xhat = v * r;
           if constexpr (P::kResidual) {
@@ -750,9 +764,8 @@ __device__ __forceinline__ void backward_row(const BwdArgs<T>& a, int64_t row, i
           } else {
             out[j] = mul_rn(r, sub_rn(g, mul_rn(xhat, c)));
           }
-          if constexpr (kAccum) dwacc[k][j] += dyv * xhat;
+          if constexpr (kAccum) accum(k, j, dyv, xhat);
         }
-        if constexpr (kAccum && P::kBias) dbacc[k][j] += dyv;
       }
       store_unit(dxr, lo, hidden, full && dx_al, pack_from_acc<T>(out));
     }
@@ -896,7 +909,13 @@ __global__ void __launch_bounds__(kRowsBoundThreads<P, K, kFused>, kRowsBoundBlo
     const T* drr = P::kResidual ? a.dres + row * hidden : nullptr;
     const bool dr_al = P::kResidual ? grid_is_aligned(drr, shift) : false;
     auto dsrc = [&](int, int lo, bool full) { return load_unit(drr, lo, hidden, full && dr_al); };
-    backward_row<P, T, K, kFused>(a, row, shift, nunits, src, wsrc, dsrc, keep, [] {}, red, dwacc, dbacc);
+    backward_row<P, T, K, kFused>(a, row, shift, nunits, tid, nthr, src, wsrc, dsrc, keep, [] {},
+                                  [&](auto& v) { block_sum(v, red); }, [&](int k, int j, A dyv, A xhat) {
+                                    if constexpr (kFused) {
+                                      dwacc[k][j] += dyv * xhat;
+                                      if constexpr (P::kBias) dbacc[k][j] += dyv;
+                                    }
+                                  });
     if constexpr (kPrefetch) {
 #pragma unroll
       for (int t = 0; t < NT; ++t) {
@@ -1067,7 +1086,11 @@ __global__ void __launch_bounds__(kFusedMaxThreads, kRingBoundBlocks<P, K>)
     load_dres(row);
     auto wsrc = [&](int k, int, bool) -> Unit<T> { return wc[k]; };
     auto dsrc = [&](int k, int, bool) -> Unit<T> { return dc[P::kResidual ? k : 0]; };
-    backward_row<P, T, K, true>(a, row, 0, nunits, src, wsrc, dsrc, [] {}, after, red, dwacc, dbacc);
+    backward_row<P, T, K, true>(a, row, 0, nunits, tid, nthr, src, wsrc, dsrc, [] {}, after,
+                                [&](auto& v) { block_sum(v, red); }, [&](int k, int j, A dyv, A xhat) {
+                                  dwacc[k][j] += dyv * xhat;
+                                  if constexpr (P::kBias) dbacc[k][j] += dyv;
+                                });
     slot = slot == S - 1 ? 0 : slot + 1;
   }
   cp_async_wait<0>();
@@ -1081,6 +1104,90 @@ __global__ void __launch_bounds__(kFusedMaxThreads, kRingBoundBlocks<P, K>)
       store_acc_vec(a.part + chunk * hidden + u * V, dwacc[k]);
       if constexpr (P::kBias) store_acc_vec(a.part + (a.chunks + chunk) * hidden + u * V, dbacc[k]);
     }
+  }
+}
+
+/// Short aligned rows of the fused backward (at most kBwdWarpRowsMaxUnits units; x, dy
+/// [, residual] and dx 16-byte aligned, so every row has shift 0): what the ring kernel
+/// does with K = 1 on its 32-thread block, with the rows of a chunk spread over the lane
+/// groups of one warp (L lanes per row, L the smallest power of two >= the row's units,
+/// lane l of a group playing thread l; 32 / L rows in flight per warp, one chunk per warp,
+/// kWarpRowsWarps chunks per block). The per-row code is backward_row's, its block sums
+/// replayed by lane_group_sum, so dx is bitwise the ring kernel's. The dw (db) partial of
+/// the chunk is accumulated by the first lane group in row order from every group's
+/// (acc(dy), xhat), fetched by shuffles, with the same expression as the ring kernel's
+/// (partial += dy * xhat), so the partials, and hence dw and db, are bitwise the ring
+/// kernel's too (tests/gpu/test_aligned_paths.cpp, NormBackwardPaths). Lanes of a group
+/// past the chunk's last row run the row code with no unit (no load, no store) so that
+/// every shuffle has all 32 lanes.
+template <class P, typename T, int L>
+__global__ void __launch_bounds__(32 * kWarpRowsWarps) row_norm_backward_warp_rows_kernel(const BwdArgs<T> a) {
+  static_assert(L >= 1 && L <= 32 && (L & (L - 1)) == 0, "L: a power of two up to a warp");
+  using A = acc_t<T>;
+  constexpr int V = kVec<T>;
+  constexpr int G = 32 / L;  // lane groups: rows in flight per warp
+  const int hidden = a.hidden;
+  const int nunits = hidden / V;
+  const int lane = static_cast<int>(threadIdx.x) & 31;
+  const int tid = lane % L, grp = lane / L;
+  const int64_t chunk = static_cast<int64_t>(blockIdx.x) * kWarpRowsWarps + (static_cast<int>(threadIdx.x) >> 5);
+  if (chunk >= a.chunks) return;  // the whole warp
+  const int64_t r_begin = chunk * a.rows_per_chunk;
+  const int64_t r_end = r_begin + a.rows_per_chunk < a.rows ? r_begin + a.rows_per_chunk : a.rows;
+  const bool has_unit = tid < nunits;
+  const Unit<T> wu = has_unit ? load_unit(a.w, tid * V, hidden, grid_is_aligned(a.w, 0)) : zero_unit<T>();
+
+  A dwacc[V], dbacc[P::kBias ? V : 1];
+#pragma unroll
+  for (int j = 0; j < V; ++j) dwacc[j] = A(0);
+#pragma unroll
+  for (int j = 0; j < (P::kBias ? V : 1); ++j) dbacc[j] = A(0);
+
+#pragma unroll 1
+  for (int64_t base = r_begin; base < r_end; base += G) {
+    const int64_t row = base + grp;
+    const bool on = row < r_end && has_unit;  // this lane holds a unit of a row of the chunk
+    const int64_t off = (row < r_end ? row : r_begin) * hidden;
+    const Unit<T> xu = on ? load_unit_hint<true>(a.x + off, tid * V, hidden, true) : zero_unit<T>();
+    Unit<T> ru = zero_unit<T>();
+    if constexpr (P::kResidual) ru = on ? load_unit_hint<true>(a.res + off, tid * V, hidden, true) : zero_unit<T>();
+    const Unit<T> du = on ? load_unit_hint<true>(a.dy + off, tid * V, hidden, true) : zero_unit<T>();
+    auto src = [&](int, int t) -> Unit<T> { return t == kTx ? xu : t == kTr ? ru : du; };
+    auto wsrc = [&](int, int, bool) -> Unit<T> { return wu; };
+    auto dsrc = [&](int, int, bool) -> Unit<T> {
+      if constexpr (P::kResidual) return load_unit(a.dres + off, tid * V, hidden, grid_is_aligned(a.dres + off, 0));
+      return zero_unit<T>();
+    };
+    A dyl[V], xhl[V];
+#pragma unroll
+    for (int j = 0; j < V; ++j) dyl[j] = xhl[j] = A(0);
+    backward_row<P, T, 1, true>(a, row < r_end ? row : r_begin, 0, on ? nunits : 0, tid, 32, src, wsrc, dsrc, [] {},
+                                [] {}, [&](auto& v) { lane_group_sum<L>(v); }, [&](int, int j, A dyv, A xhat) {
+                                  dyl[j] = dyv;
+                                  xhl[j] = xhat;
+                                });
+    // The chunk's partial, row by row in order, on the first group's lanes.
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      A dyg[V], xg[V];
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        dyg[j] = __shfl_sync(0xffffffffu, dyl[j], g * L + tid);
+        xg[j] = __shfl_sync(0xffffffffu, xhl[j], g * L + tid);
+      }
+      if (grp == 0 && has_unit && base + g < r_end) {
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          dwacc[j] += dyg[j] * xg[j];
+          if constexpr (P::kBias) dbacc[j] += dyg[j];
+        }
+      }
+    }
+  }
+  // Partial rows are 16-byte aligned (see the ring kernel).
+  if (grp == 0 && has_unit) {
+    store_acc_vec(a.part + chunk * hidden + tid * V, dwacc);
+    if constexpr (P::kBias) store_acc_vec(a.part + (a.chunks + chunk) * hidden + tid * V, dbacc);
   }
 }
 
@@ -1606,7 +1713,22 @@ cudaError_t launch_backward(BwdArgs<T> a, T* dw, T* db, void* workspace, bool at
     const dim3 grid(static_cast<unsigned>(a.chunks));
     cudaError_t err = cudaSuccess;
     const bool ring = aligned16(a.x) && aligned16(a.dy) && (!P::kResidual || aligned16(a.res));
-    if (ring) {
+    const int64_t units_aligned = hidden / V;
+    if (ring && aligned16(a.dx) && fcfg.k == 1 && fcfg.threads == 32 && units_aligned <= kBwdWarpRowsMaxUnits) {
+      // Short rows: the rows of a chunk several to a warp (bitwise the ring kernel's dx and
+      // partials, which a dx off 16 bytes takes instead).
+      int lanes = 1;
+      while (lanes < units_aligned) lanes *= 2;
+      const dim3 wgrid(static_cast<unsigned>(ceil_div(a.chunks, int64_t{kWarpRowsWarps})));
+      const int nt = 32 * kWarpRowsWarps;
+      switch (lanes) {
+        case 1: row_norm_backward_warp_rows_kernel<P, T, 1><<<wgrid, nt, 0, stream>>>(a); break;
+        case 2: row_norm_backward_warp_rows_kernel<P, T, 2><<<wgrid, nt, 0, stream>>>(a); break;
+        case 4: row_norm_backward_warp_rows_kernel<P, T, 4><<<wgrid, nt, 0, stream>>>(a); break;
+        default: row_norm_backward_warp_rows_kernel<P, T, 8><<<wgrid, nt, 0, stream>>>(a); break;
+      }
+      err = cudaGetLastError();
+    } else if (ring) {
       switch (fcfg.k) {
         case 1: err = launch_ring<P, T, 1>(a, fcfg.threads, stream); break;
         case 2: err = launch_ring<P, T, 2>(a, fcfg.threads, stream); break;

@@ -251,6 +251,142 @@ TEST(NormForwardPaths, LayernormAlignedAndCachedKernelsGiveTheSameBits) {
   run_all(Op::layernorm, "layernorm");
 }
 
+// ---- row norms, backward: warp-rows against the ring kernel -----------------------------
+
+/// Outputs of one backward launch: dx, dw (and db for LayerNorm).
+struct BwdOut {
+  std::vector<unsigned char> dx, dw, db;
+};
+
+/// One backward of `op` with x, residual, dy, d_residual_out 16-byte aligned and dx
+/// `dx_offset` elements off a 16-byte boundary (dw, db aligned).
+template <class T>
+BwdOut launch_backward(Op op, const std::vector<T>& x, const std::vector<T>& res, const std::vector<T>& w,
+                       const std::vector<T>& dy, const std::vector<T>& dres, std::int64_t rows, std::int64_t hidden,
+                       double eps, int dx_offset) {
+  const std::size_t n = static_cast<std::size_t>(rows * hidden), h = static_cast<std::size_t>(hidden);
+  Placed<T> dxin(n, 0), dr(n, 0), dw_in(h, 0), ddy(n, 0), ddr(n, 0), ddx(n, dx_offset), ddw(h, 0), ddb(h, 0);
+  dxin.put(x);
+  dr.put(res);
+  dw_in.put(w);
+  ddy.put(dy);
+  ddr.put(dres);
+  std::size_t ws = 0;
+  switch (op) {
+    case Op::rmsnorm: ws = rmsnorm::backward_workspace_bytes(rows, hidden); break;
+    case Op::offset_rmsnorm: ws = offset_rmsnorm::backward_workspace_bytes(rows, hidden); break;
+    case Op::fused_add_rmsnorm: ws = fused_add_rmsnorm::backward_workspace_bytes(rows, hidden); break;
+    case Op::layernorm: ws = layernorm::backward_workspace_bytes(rows, hidden); break;
+  }
+  void* work = nullptr;
+  if (cudaMalloc(&work, ws) != cudaSuccess) throw std::runtime_error("cudaMalloc workspace");
+  cudaError_t e = cudaSuccess;
+  switch (op) {
+    case Op::rmsnorm:
+      e = rmsnorm::backward<T>(dxin.p, dw_in.p, ddy.p, ddx.p, ddw.p, rows, hidden, eps, work, ws, 0);
+      break;
+    case Op::offset_rmsnorm:
+      e = offset_rmsnorm::backward<T>(dxin.p, dw_in.p, ddy.p, ddx.p, ddw.p, rows, hidden, eps, work, ws, 0);
+      break;
+    case Op::fused_add_rmsnorm:
+      e = fused_add_rmsnorm::backward<T>(dxin.p, dr.p, dw_in.p, ddy.p, ddr.p, ddx.p, ddw.p, rows, hidden, eps, work,
+                                         ws, 0);
+      break;
+    case Op::layernorm:
+      e = layernorm::backward<T>(dxin.p, dw_in.p, ddy.p, ddx.p, ddw.p, ddb.p, rows, hidden, eps, work, ws, 0);
+      break;
+  }
+  const cudaError_t sync = cudaDeviceSynchronize();
+  cudaFree(work);
+  if (e != cudaSuccess) throw std::runtime_error(std::string("backward launch: ") + cudaGetErrorString(e));
+  if (sync != cudaSuccess) throw std::runtime_error("backward kernel failed");
+  BwdOut o;
+  o.dx = ddx.get();
+  o.dw = ddw.get();
+  if (op == Op::layernorm) o.db = ddb.get();
+  return o;
+}
+
+/// NormBackwardPaths: rows of at most row_norm::kBwdWarpRowsMaxUnits (8) 16-byte units
+/// with dx 16-byte aligned take the warp-rows backward (a chunk's rows spread over the lane
+/// groups of a warp); with only dx one element off, the ring kernel runs at the same block
+/// shape and chunking. dx, dw (and db) must be BITWISE equal: at 1, 3, 5 and 8 units per
+/// row (lane groups of 1, 4 and 8 lanes), for 37 rows (one row per chunk), 70000 rows
+/// (3 per chunk at 8 units of bf16 LayerNorm, its 70000 x 64 benchmark shape) and, at 8
+/// units, 150000 rows (bf16 / fp16: 5 rows per chunk for the RMS policies, 7 for
+/// LayerNorm, so a warp's 4 lane groups go round twice; fp32 3, fp64 2). Mutant: the ring
+/// launch with eps = 1 must be told apart in dx at every shape.
+template <class T>
+void check_backward_paths(Op op, const char* op_name, const char* dtype) {
+  const std::int64_t vec = 16 / static_cast<std::int64_t>(sizeof(T));
+  const double eps = 1e-6;
+  int compared = 0, mutants_caught = 0;
+  for (const std::int64_t units : {1, 3, 5, 8}) {
+    const std::int64_t hidden = units * vec;
+    for (const std::int64_t rows : {std::int64_t(37), std::int64_t(70000), std::int64_t(150000)}) {
+      if (rows == 150000 && units != 8) continue;
+      const std::size_t n = static_cast<std::size_t>(rows * hidden);
+      Rng rng{0xB3D0000ull + static_cast<std::uint64_t>(hidden * 7 + rows)};
+      std::vector<T> x(n), r(n), w(static_cast<std::size_t>(hidden)), dy(n), dres(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        const std::int64_t row = static_cast<std::int64_t>(i) / hidden;
+        x[i] = from_double<T>(row == 1 ? 0.0 : row == 2 ? 3.0e4 * rng.symmetric() : 4.0 * rng.symmetric());
+        r[i] = from_double<T>(2.0 * rng.symmetric());
+        dy[i] = from_double<T>(rng.symmetric());
+        dres[i] = from_double<T>(0.5 * rng.symmetric());
+      }
+      for (auto& v : w) v = from_double<T>(1.0 + 0.5 * rng.symmetric());
+      const std::string where = std::string(op_name) + " " + dtype + " [" + std::to_string(rows) + " x " +
+                                std::to_string(hidden) + "]";
+      const BwdOut warp = launch_backward<T>(op, x, r, w, dy, dres, rows, hidden, eps, 0);
+      const BwdOut ring = launch_backward<T>(op, x, r, w, dy, dres, rows, hidden, eps, 1);
+      const std::int64_t ddx = first_difference(warp.dx, ring.dx, sizeof(T));
+      EXPECT_EQ(ddx, -1) << where << ": dx of the warp-rows and the ring kernel (dx one element off 16 bytes) differ, "
+                         << "first at element " << ddx << " (row " << (ddx < 0 ? -1 : ddx / hidden) << ")";
+      const std::int64_t ddw = first_difference(warp.dw, ring.dw, sizeof(T));
+      EXPECT_EQ(ddw, -1) << where << ": dw of the two kernels differs, first at column " << ddw;
+      if (op == Op::layernorm) {
+        const std::int64_t ddb = first_difference(warp.db, ring.db, sizeof(T));
+        EXPECT_EQ(ddb, -1) << where << ": db of the two kernels differs, first at column " << ddb;
+      }
+      ++compared;
+      const BwdOut mutant = launch_backward<T>(op, x, r, w, dy, dres, rows, hidden, 1.0, 1);
+      if (first_difference(warp.dx, mutant.dx, sizeof(T)) >= 0) ++mutants_caught;
+    }
+  }
+  EXPECT_GT(compared, 0) << op_name << " " << dtype << ": no shape compared";
+  EXPECT_EQ(mutants_caught, compared) << op_name << " " << dtype
+                                      << ": the eps mutant was not told apart at every shape (the comparison is blind)";
+}
+
+void run_all_backward(Op op, const char* name) {
+  check_backward_paths<__nv_bfloat16>(op, name, "bf16");
+  check_backward_paths<__half>(op, name, "fp16");
+  check_backward_paths<float>(op, name, "fp32");
+  check_backward_paths<double>(op, name, "fp64");
+}
+
+TEST(NormBackwardPaths, RmsnormWarpRowsAndRingKernelsGiveTheSameBits) {
+  const std::string why = skip_reason("rmsnorm");
+  if (!why.empty()) GTEST_SKIP() << why;
+  run_all_backward(Op::rmsnorm, "rmsnorm");
+}
+TEST(NormBackwardPaths, OffsetRmsnormWarpRowsAndRingKernelsGiveTheSameBits) {
+  const std::string why = skip_reason("offset_rmsnorm");
+  if (!why.empty()) GTEST_SKIP() << why;
+  run_all_backward(Op::offset_rmsnorm, "offset_rmsnorm");
+}
+TEST(NormBackwardPaths, FusedAddRmsnormWarpRowsAndRingKernelsGiveTheSameBits) {
+  const std::string why = skip_reason("fused_add_rmsnorm");
+  if (!why.empty()) GTEST_SKIP() << why;
+  run_all_backward(Op::fused_add_rmsnorm, "fused_add_rmsnorm");
+}
+TEST(NormBackwardPaths, LayernormWarpRowsAndRingKernelsGiveTheSameBits) {
+  const std::string why = skip_reason("layernorm");
+  if (!why.empty()) GTEST_SKIP() << why;
+  run_all_backward(Op::layernorm, "layernorm");
+}
+
 // ---- GLU ------------------------------------------------------------------------------
 
 enum class Glu { swiglu, geglu_erf, geglu_tanh };
