@@ -1,6 +1,7 @@
 #include "bench_json.h"
 
 #include <cctype>
+#include <climits>
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
@@ -64,6 +65,12 @@ Peers read_peers(const std::string& path) {
     if (!j["launch"].is_string() || (j["launch"] != "per-call" && j["launch"] != "queued"))
       fail("field 'launch' must be \"queued\" or \"per-call\" (bench_peers.py --launch)");
     p.launch = j["launch"].get<std::string>();
+  }
+  if (j.contains("ce_ignored_every")) {
+    if (!j["ce_ignored_every"].is_number_integer() || j["ce_ignored_every"].get<std::int64_t>() < 0 ||
+        j["ce_ignored_every"].get<std::int64_t>() > INT_MAX)
+      fail("field 'ce_ignored_every' must be an integer >= 0 (bench_peers.py --ce-ignored-every)");
+    p.ce_ignored_every = j["ce_ignored_every"].get<int>();
   }
   std::size_t i = 0;
   for (const auto& r : j["rows"]) {
@@ -145,10 +152,16 @@ std::string peers_header_line(const Peers& peers, const std::string& numgate_out
       strf("bench peers: %s (%zu rows, device %s); ", peers.file.c_str(), peers.rows.size(), peers.device.c_str());
   const std::string launch = peers.launch == "queued" ? "; peers' calls queued (back to back, like numgate's)"
                                                       : "; peers launched per call (the GPU idles where the host is slower)";
+  const std::string ce =
+      peers.ce_ignored_every > 0
+          ? strf("; the peers' cross-entropy targets ignore every %dth token, numgate-bench's none: NOT the same "
+                 "inputs (see --ce-ignored-every)",
+                 peers.ce_ignored_every)
+          : "";
   if (peers.outputs == numgate_outputs)
-    return head + strf("outputs %s on both sides%s\n", numgate_outputs.c_str(), launch.c_str());
-  return head + strf("numgate's outputs %s, the peers' %s: NOT the same handling (see --outputs)%s\n",
-                     numgate_outputs.c_str(), peers.outputs.c_str(), launch.c_str());
+    return head + strf("outputs %s on both sides%s%s\n", numgate_outputs.c_str(), launch.c_str(), ce.c_str());
+  return head + strf("numgate's outputs %s, the peers' %s: NOT the same handling (see --outputs)%s%s\n",
+                     numgate_outputs.c_str(), peers.outputs.c_str(), launch.c_str(), ce.c_str());
 }
 
 std::string peer_line(const Line& l) {
@@ -263,7 +276,7 @@ nlohmann::ordered_json to_json(const Results& r) {
   if (r.peers) {
     const PeerSummary s = summarize_peers(r.lines);
     j["peers"] = {{"file", r.peers->file}, {"device", r.peers->device}, {"outputs", r.peers->outputs},
-                  {"same_outputs", r.peers->outputs == r.outputs}, {"launch", r.peers->launch}, {"won", s.won},
+                  {"same_outputs", r.peers->outputs == r.outputs}, {"launch", r.peers->launch}, {"ce_ignored_every", r.peers->ce_ignored_every}, {"won", s.won},
                   {"lost", s.lost},        {"event_won", s.event_won},  {"no_peer", s.no_peer}};
   } else {
     j["peers"] = nullptr;

@@ -54,6 +54,8 @@
 //       "file": string, "device": string, "outputs": string ("reuse" | "rotate"),
 //       "same_outputs": boolean,           the peers' handling is numgate's ("outputs" above)
 //       "launch": string,                  the peers' launch ("queued" | "per-call", bench_peers.py --launch)
+//       "ce_ignored_every": integer,       the peers' cross-entropy targets: every N-th ignored (0: none,
+//                                          as numgate-bench's; bench_peers.py --ce-ignored-every)
 //       "won": integer, "lost": integer,
 //       "event_won": integer,              rows won also by the event-timed median
 //       "no_peer": integer                 counted lines without a peer row
@@ -113,6 +115,12 @@ struct Peers {
   /// "per-call" (each call issued when the previous returned: the GPU idles between kernels
   /// where the host is slower; also what a file without the field means, written before it).
   std::string launch = "per-call";
+  /// The peers' cross-entropy targets (bench_peers.py --ce-ignored-every): every N-th token
+  /// ignore_index, 0 for none, as numgate-bench's (its index inputs are 0, a valid class, so
+  /// its kernels read every row). Liger does not read an ignored token's row, so N > 0 times
+  /// the peers on less work than numgate's. A file without the field was written when the
+  /// script ignored every 7th token: 7.
+  int ce_ignored_every = 7;
   std::vector<PeerRow> rows;
 };
 

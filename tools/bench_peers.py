@@ -198,7 +198,7 @@ def sets_for(footprint_bytes, l2_bytes, set_bytes, free_bytes):
 # ----------------------------------------------------------------------------------------
 
 
-def make_ops(torch, F, liger):
+def make_ops(torch, F, liger, ce_ignored_every=0):
     """{op: builder(case) -> list of (pass, peer, same_semantics, note, make_sets, call, footprint)}."""
 
     def rows_hidden(shape):
@@ -580,7 +580,8 @@ def make_ops(torch, F, liger):
 
         def mk():
             tg = torch.randint(0, V, (N,), device="cuda")
-            tg[::7] = ign
+            if ce_ignored_every > 0:  # --ce-ignored-every; default 0: every token counted, as numgate-bench's
+                tg[::ce_ignored_every] = ign
             return {"x": rnd((N, V), dt), "t": tg, "dl": torch.ones((N,) if red == 0 else (), device="cuda", dtype=dt)}
 
         def fused(logits, targets, dloss):
@@ -610,6 +611,8 @@ def make_ops(torch, F, liger):
                 return s
 
             note = "loss and dlogits in one kernel (gradient written into the logits); no lse output"
+            if ce_ignored_every > 0:
+                note += f"; every {ce_ignored_every}th token ignored (its row not read), numgate-bench's targets: none"
             out.append(("fused", "liger", True, note, mk_l, lfused, ("x", "x")))
         return out
 
@@ -675,11 +678,16 @@ def main():
                     help="per-call: each call issued when the previous returns (the GPU idles between kernels "
                          "where a call takes the host longer than its kernels run); queued: a GPU spin first, so "
                          "the timed calls queue behind it and run back to back, as numgate-bench launches its own")
+    ap.add_argument("--ce-ignored-every", type=int, default=0, metavar="N",
+                    help="cross-entropy targets: every N-th token ignore_index (0, the default: none, as numgate-bench's "
+                         "targets, so both sides read every row; an ignored token's row is not read by Liger)")
     ap.add_argument("--iters", type=int, default=50)
     ap.add_argument("--warmup", type=int, default=5)
     a = ap.parse_args()
     if a.iters < 1 or a.warmup < 0:
         die("--iters must be >= 1 and --warmup >= 0")
+    if a.ce_ignored_every < 0:
+        die("--ce-ignored-every must be >= 0 (0: no token ignored)")
     paths = []
     for p in a.bench:
         g = sorted(glob.glob(p))
@@ -709,7 +717,7 @@ def main():
     torch.manual_seed(0)
     props = torch.cuda.get_device_properties(0)
     l2 = int(getattr(props, "L2_cache_size", 50 << 20))
-    ops = make_ops(torch, F, liger is not None)
+    ops = make_ops(torch, F, liger is not None, a.ce_ignored_every)
     rows, errors = [], []
     for c in cases:
         if c["op"] not in ops:
@@ -757,7 +765,8 @@ def main():
                 s0 = None
             torch.cuda.empty_cache()
     doc = {"schema_version": 1, "device": props.name, "torch": torch.__version__, "triton": triton.__version__,
-           "liger": liger, "iters": a.iters, "warmup": a.warmup, "outputs": a.outputs, "launch": a.launch, "rows": rows, "errors": errors}
+           "liger": liger, "iters": a.iters, "warmup": a.warmup, "outputs": a.outputs, "launch": a.launch,
+           "ce_ignored_every": a.ce_ignored_every, "rows": rows, "errors": errors}
     d = os.path.dirname(os.path.abspath(a.out))
     fd, tmp = tempfile.mkstemp(dir=d, prefix=".peers.", suffix=".json")
     with os.fdopen(fd, "w") as f:

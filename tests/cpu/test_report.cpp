@@ -821,6 +821,8 @@ TEST(BenchPeers, TheFastestPeerOfTheSameSemanticsAtTheSameShapeAndParametersIsCh
   EXPECT_EQ(peers_from(rotated).outputs, "rotate");
   EXPECT_EQ(p.launch, "per-call");  // a file without the field: bench_peers.py's default
   EXPECT_EQ(peers_from(R"({"schema_version": 1, "launch": "queued", "rows": []})").launch, "queued");
+  EXPECT_EQ(p.ce_ignored_every, 7);  // a file without the field: the script then ignored every 7th token
+  EXPECT_EQ(peers_from(R"({"schema_version": 1, "ce_ignored_every": 0, "rows": []})").ce_ignored_every, 0);
   const auto m = bench::compare_with_peers(rms_line("Forward", 9.0, 11.2), p);
   ASSERT_TRUE(m.has_value());
   EXPECT_EQ(m->best.peer, "liger");
@@ -909,6 +911,7 @@ TEST(BenchPeers, NumgateWritesItsOutputsAsThePeersDidUnlessToldOtherwise) {
   reused.file = "p.json";
   reused.device = "NVIDIA H200";
   reused.outputs = "reuse";
+  reused.ce_ignored_every = 0;  // the script's default: the same targets as numgate-bench's
   bench::Peers rotated = reused;
   rotated.outputs = "rotate";
   // Not given: the peers file's handling (a symmetric comparison); no peers file: rotate.
@@ -931,6 +934,12 @@ TEST(BenchPeers, NumgateWritesItsOutputsAsThePeersDidUnlessToldOtherwise) {
   EXPECT_EQ(bench::peers_header_line(queued, "reuse"),
             "bench peers: p.json (0 rows, device NVIDIA H200); outputs reuse on both sides; peers' calls queued (back "
             "to back, like numgate's)\n");
+  // Cross-entropy targets with ignored tokens on the peers' side only: said on the head line.
+  queued.ce_ignored_every = 7;
+  EXPECT_EQ(bench::peers_header_line(queued, "reuse"),
+            "bench peers: p.json (0 rows, device NVIDIA H200); outputs reuse on both sides; peers' calls queued (back "
+            "to back, like numgate's); the peers' cross-entropy targets ignore every 7th token, numgate-bench's none: "
+            "NOT the same inputs (see --ce-ignored-every)\n");
 }
 
 TEST(BenchPeers, AMalformedPeersFileIsRefusedNamingTheFileRowAndField) {
@@ -947,6 +956,10 @@ TEST(BenchPeers, AMalformedPeersFileIsRefusedNamingTheFileRowAndField) {
   EXPECT_PRED2(has_substr, error_of(R"({"schema_version": 1})"), "field 'rows'");
   EXPECT_PRED2(has_substr, error_of(R"({"schema_version": 1, "outputs": "keep", "rows": []})"), "field 'outputs'");
   EXPECT_PRED2(has_substr, error_of(R"({"schema_version": 1, "launch": "batched", "rows": []})"), "field 'launch'");
+  EXPECT_PRED2(has_substr, error_of(R"({"schema_version": 1, "ce_ignored_every": -7, "rows": []})"),
+               "field 'ce_ignored_every'");
+  EXPECT_PRED2(has_substr, error_of(R"({"schema_version": 1, "ce_ignored_every": "7", "rows": []})"),
+               "field 'ce_ignored_every'");
   EXPECT_PRED2(has_substr, error_of(peers_doc(peer_row("liger", "sideways", 1.0))), "rows[0]: field 'pass'");
   EXPECT_PRED2(has_substr, error_of(peers_doc(peer_row("liger", "forward", 1.0) + "," + peer_row("liger", "forward", -1.0))),
                "rows[1]: field 'kernel_us' must be a positive number");
