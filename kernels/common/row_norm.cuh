@@ -90,7 +90,16 @@
 //   block of 160-320 threads per chunk of 4-6 rows, 2-3 blocks per SM (ring slots and
 //   64-128 registers), 1-2 rows in flight per block: the per-row chain (the block
 //   reductions, LayerNorm's two) is latency-bound; the stage-2 kernel adds its own
-//   launch (not timed separately).
+//   launch (4.1-4.8 us per launch at those shapes, 293-373 chunks; run 24, a scratch
+//   harness, events).
+//   Short rows (row_norm_backward_warp_rows_kernel, aligned rows of <= 8 units; run 24,
+//   scratch harness, events): layernorm 70000x64 bf16 backward 152.3 us with the ring
+//   kernel (one 32-thread block per chunk of 3 rows) -> 122.3 us, of which stage 2 (23,334
+//   chunks, 729 per chunk lane, dw and db) took 70.6 us with 32 columns per block and 4
+//   loads in flight per lane -> 33.6 us with 8 columns per block and 32 loads in flight (the
+//   same additions, bitwise). Limit: stage 2 is a chain of 729 dependent-latency loads per
+//   lane in 23 batches; the row kernel keeps 3 of a warp's 4 lane groups busy (chunks of 3
+//   rows; longer chunks would change dw's and db's summation order).
 //
 // Device code (and host launch helpers): include from .cu files only.
 #pragma once
@@ -188,8 +197,9 @@ inline constexpr int kDwTx = 32;  // separate-path stage 1: 32 x 8 threads per t
 inline constexpr int kDwTy = 8;
 inline constexpr int kDwCols = 2 * kDwTx;  // scalar tile: columns tx and tx + 32
 inline constexpr int kDwRowUnroll = 4;     // rows whose loads are in flight per trip
-inline constexpr int kFinTx = 32;          // stage 2: 32 columns x 32 chunk lanes
-inline constexpr int kFinTy = 32;
+inline constexpr int kFinTx = 8;    // stage 2: 8 columns x 32 chunk lanes per block
+inline constexpr int kFinTy = 32;   // chunk lanes per column (fixes the addition order)
+inline constexpr int kFinDeep = 32;  // stage 2: loads in flight per lane (then 4, then 1)
 inline constexpr int64_t kWorkspaceAlign = 256;
 
 // =====================================================================================
@@ -1431,9 +1441,13 @@ __global__ void __launch_bounds__(kDwTx* kDwTy) row_norm_dw_partial_vec_kernel(c
 // stage 2: the sum over chunks
 // =====================================================================================
 
-/// grid = ceil(H / 32), block = (32, 32). out[j] = T(sum over chunks of partial[c][j]):
-/// thread row ty sums chunks ty, ty+32, ... ascending (loads issued four at a time, added
-/// in that order), then thread row 0 adds the 32 lane sums in order 0..31.
+/// grid = ceil(H / kFinTx), block = (kFinTx, kFinTy) = (8, 32). out[j] = T(sum over chunks
+/// of partial[c][j]): thread row ty sums chunks ty, ty+32, ... ascending (loads issued
+/// kFinDeep at a time while that many remain, then four, then one; added in that order, so
+/// the batching changes no bit), then thread row 0 adds the 32 lane sums in order 0..31.
+/// The order depends on the chunk count alone. (Until run 24: 32 columns per block and 4
+/// loads in flight, the same additions: LayerNorm 70000x64 has 23,334 chunks, 729 per lane,
+/// and its dw + db stage 2 took 70.6 us in 2 blocks each; see the header.)
 template <typename T>
 __global__ void __launch_bounds__(kFinTx* kFinTy)
     row_norm_finalize_kernel(const acc_t<T>* __restrict__ partial, T* __restrict__ out, int64_t chunks, int hidden) {
@@ -1446,6 +1460,13 @@ __global__ void __launch_bounds__(kFinTx* kFinTy)
   if (j < hidden) {
     const A* p = partial + j;
     int64_t c = ty;
+    for (; c + (kFinDeep - 1) * kFinTy < chunks; c += kFinDeep * kFinTy) {
+      A v[kFinDeep];
+#pragma unroll
+      for (int i = 0; i < kFinDeep; ++i) v[i] = p[(c + i * kFinTy) * hidden];
+#pragma unroll
+      for (int i = 0; i < kFinDeep; ++i) s += v[i];
+    }
     for (; c + 3 * kFinTy < chunks; c += 4 * kFinTy) {
       const A a0 = p[c * hidden];
       const A a1 = p[(c + kFinTy) * hidden];

@@ -86,8 +86,9 @@ policy is rmsnorm's design (rmsnorm_kernels.cu):
   the workspace; stage 1 re-reads x and dy per chunk of R rows (R = 64 for H >= 1024, up
   to 1024 for narrow rows) in 32x8 column tiles: thread row ty sums rows ty, ty+8, ...
   ascending, then the 8 thread rows in order 0..7.
-  stage 2 (dw and db each): T(sum over chunks of the partials) by a 32x32 block: chunk
-  lanes ty, ty+32, ... ascending, then the 32 lane sums in order 0..31.
+  stage 2 (dw and db each): T(sum over chunks of the partials), 32 chunk lanes per column
+  (blocks of 8 columns x 32 lanes, 32 loads in flight per lane): chunk lanes ty, ty+32,
+  ... ascending, then the 32 lane sums in order 0..31.
 
   Reduction order: since the move to the skeleton, fp64 rows of 513..1024 units
   (1024 < H <= 2048) take the fused path with K = 4 (a block of <= 256 threads) instead

@@ -81,9 +81,9 @@ row_norm::RmsPolicy (statistic sum x^2, weight w, no residual, no bias). In shor
   order 0..7 (16-byte loads per unit when H % VEC == 0 and x, dy are aligned; the same
   order either way).
 
-  dw stage 2 (deterministic): dw[j] = T(sum over chunks of partial[c][j]), a 32x32 block
-  per 32 columns: thread row ty sums chunks ty, ty+32, ... ascending, then the 32 lane
-  sums in order 0..31. backward_atomic_dw replaces it by one atomicAdd per (chunk,
+  dw stage 2 (deterministic): dw[j] = T(sum over chunks of partial[c][j]), an 8x32 block
+  per 8 columns: thread row ty sums chunks ty, ty+32, ... ascending (32 loads in flight),
+  then the 32 lane sums in order 0..31. backward_atomic_dw replaces it by one atomicAdd per (chunk,
   column) into a zeroed FP32 (FP64) accumulator, then one rounding kernel (the order of
   the additions is the blocks' arrival order).
 
