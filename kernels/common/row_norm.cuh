@@ -92,14 +92,18 @@
 //   reductions, LayerNorm's two) is latency-bound; the stage-2 kernel adds its own
 //   launch (4.1-4.8 us per launch at those shapes, 293-373 chunks; run 24, a scratch
 //   harness, events).
-//   Short rows (row_norm_backward_warp_rows_kernel, aligned rows of <= 8 units; run 24,
-//   scratch harness, events): layernorm 70000x64 bf16 backward 152.3 us with the ring
-//   kernel (one 32-thread block per chunk of 3 rows) -> 122.3 us, of which stage 2 (23,334
-//   chunks, 729 per chunk lane, dw and db) took 70.6 us with 32 columns per block and 4
-//   loads in flight per lane -> 33.6 us with 8 columns per block and 32 loads in flight (the
-//   same additions, bitwise). Limit: stage 2 is a chain of 729 dependent-latency loads per
-//   lane in 23 batches; the row kernel keeps 3 of a warp's 4 lane groups busy (chunks of 3
-//   rows; longer chunks would change dw's and db's summation order).
+//   Short rows (row_norm_backward_warp_rows_kernel, aligned rows of <= 8 units; run 24, a
+//   scratch harness on the H200, events around 20 back-to-back calls, so launch gaps
+//   included): layernorm 70000x64 bf16 backward (26.9 MB) 152.3 us in run 23 (the ring
+//   kernel, one 32-thread block per chunk of 3 rows; stage 2 over 23,334 chunks, 729 per
+//   chunk lane, dw and db 70.6 us of it) -> 122.3 us with the warp-rows kernel -> 67.7 us
+//   with stage 2 at 8 columns per block and 32 loads in flight per lane (the same
+//   additions, bitwise); dw and db's stage 2 in one launch since. torch.compile: 27-31 us.
+//   Limit: the chunking (23,334 chunks of 3 rows: a warp's 4 lane groups hold 3 rows, and
+//   stage 2 still sums 729 partials per chunk lane). Measured in that harness, not adopted:
+//   at most 4,096 chunks (18 rows each) 38.9 us, 8,192 chunks 44.8, 16,384 56.7 - other dw
+//   and db bits than run 23's, and the rmsnorm atomic_dw test of more chunks than a grid's
+//   y dimension (65,536 rows of 8) would no longer reach that many chunks.
 //
 // Device code (and host launch helpers): include from .cu files only.
 #pragma once
@@ -1441,7 +1445,9 @@ __global__ void __launch_bounds__(kDwTx* kDwTy) row_norm_dw_partial_vec_kernel(c
 // stage 2: the sum over chunks
 // =====================================================================================
 
-/// grid = ceil(H / kFinTx), block = (kFinTx, kFinTy) = (8, 32). out[j] = T(sum over chunks
+/// grid = (ceil(H / kFinTx), parts), block = (kFinTx, kFinTy) = (8, 32); blockIdx.y = p sums
+/// partial array p (partial + p * chunks * H) into out0 (p = 0: dw) or out1 (p = 1: db), one
+/// launch for both. out[j] = T(sum over chunks
 /// of partial[c][j]): thread row ty sums chunks ty, ty+32, ... ascending (loads issued
 /// kFinDeep at a time while that many remain, then four, then one; added in that order, so
 /// the batching changes no bit), then thread row 0 adds the 32 lane sums in order 0..31.
@@ -1450,15 +1456,17 @@ __global__ void __launch_bounds__(kDwTx* kDwTy) row_norm_dw_partial_vec_kernel(c
 /// and its dw + db stage 2 took 70.6 us in 2 blocks each; see the header.)
 template <typename T>
 __global__ void __launch_bounds__(kFinTx* kFinTy)
-    row_norm_finalize_kernel(const acc_t<T>* __restrict__ partial, T* __restrict__ out, int64_t chunks, int hidden) {
+    row_norm_finalize_kernel(const acc_t<T>* __restrict__ partial, T* __restrict__ out0, T* __restrict__ out1,
+                             int64_t chunks, int hidden) {
   using A = acc_t<T>;
   __shared__ A tile[kFinTy][kFinTx];
   const int tx = static_cast<int>(threadIdx.x);
   const int ty = static_cast<int>(threadIdx.y);
   const int j = static_cast<int>(blockIdx.x) * kFinTx + tx;
+  T* out = blockIdx.y == 0 ? out0 : out1;
   A s = A(0);
   if (j < hidden) {
-    const A* p = partial + j;
+    const A* p = partial + static_cast<int64_t>(blockIdx.y) * chunks * hidden + j;
     int64_t c = ty;
     for (; c + (kFinDeep - 1) * kFinTy < chunks; c += kFinDeep * kFinTy) {
       A v[kFinDeep];
@@ -1682,26 +1690,27 @@ cudaError_t launch_ring(const BwdArgs<T>& a, int threads, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-/// Stage 2 for each partial array: fixed order (acc == nullptr) or atomics into acc.
+/// Stage 2: every partial array in one fixed-order launch (acc == nullptr), or each by
+/// atomics into acc.
 template <class P, typename T>
 cudaError_t finish_partials(const BwdArgs<T>& a, T* dw, T* db, acc_t<T>* acc, cudaStream_t stream) {
   const int h = a.hidden;
-  for (int p = 0; p < P::kParts; ++p) {
+  if (acc == nullptr) {  // deterministic: dw (and db) in one launch
+    row_norm_finalize_kernel<T><<<dim3(static_cast<unsigned>(ceil_div(h, kFinTx)), P::kParts), dim3(kFinTx, kFinTy), 0,
+                                  stream>>>(a.part, dw, db, a.chunks, h);
+    return cudaGetLastError();
+  }
+  for (int p = 0; p < P::kParts; ++p) {  // rmsnorm's atomic_dw variant
     const acc_t<T>* part = a.part + p * a.chunks * h;
     T* out = p == 0 ? dw : db;
-    if (acc == nullptr) {
-      row_norm_finalize_kernel<T><<<dim3(static_cast<unsigned>(ceil_div(h, kFinTx))), dim3(kFinTx, kFinTy), 0,
-                                    stream>>>(part, out, a.chunks, h);
-    } else {
-      cudaError_t err = cudaMemsetAsync(acc, 0, static_cast<size_t>(h) * sizeof(acc_t<T>), stream);
-      if (err != cudaSuccess) return err;
-      const unsigned cols = static_cast<unsigned>(ceil_div(h, 256));
-      row_norm_atomic_kernel<T><<<dim3(static_cast<unsigned>(a.chunks), cols), 256, 0, stream>>>(part, acc, h);
-      err = cudaGetLastError();
-      if (err != cudaSuccess) return err;
-      row_norm_round_kernel<T><<<cols, 256, 0, stream>>>(acc, out, h);
-    }
-    const cudaError_t err = cudaGetLastError();
+    cudaError_t err = cudaMemsetAsync(acc, 0, static_cast<size_t>(h) * sizeof(acc_t<T>), stream);
+    if (err != cudaSuccess) return err;
+    const unsigned cols = static_cast<unsigned>(ceil_div(h, 256));
+    row_norm_atomic_kernel<T><<<dim3(static_cast<unsigned>(a.chunks), cols), 256, 0, stream>>>(part, acc, h);
+    err = cudaGetLastError();
+    if (err != cudaSuccess) return err;
+    row_norm_round_kernel<T><<<cols, 256, 0, stream>>>(acc, out, h);
+    err = cudaGetLastError();
     if (err != cudaSuccess) return err;
   }
   return cudaSuccess;
