@@ -55,6 +55,9 @@ tools/../kernels/*/..._oracle.cpp), in the same dtype, with FP32 math inside:
   cross_entropy: loss (the case's reduction), lse; backward dlogits from logits, targets,
     dloss. Liger computes the gradient inside its forward: its row is pass "fused" (its
     forward + backward calls), compared with numgate's fused entry (variant "fused").
+    Targets: random valid classes; with --ce-ignored-every N every N-th is ignore_index
+    (default 0: none, as numgate-bench's targets, which are all class 0; Liger does not
+    read an ignored token's row, so N > 0 gives it less work than numgate-bench's inputs).
   dropout_add: y = residual + dropout(x), and the keep mask; torch.compile draws its own
     Philox stream (a different stream, the same work); backward dx, d residual from dy and
     the saved mask (numgate regenerates the mask instead of reading it).
@@ -63,6 +66,7 @@ Output (--out, JSON, schema_version 1; numgate-bench --peers reads it):
   {"schema_version": 1, "device": str, "torch": str, "triton": str,
    "liger": null | {"path": str, "commit": str | null},
    "iters": int, "warmup": int, "outputs": "reuse" | "rotate", "launch": "queued" | "per-call",
+   "ce_ignored_every": int (0: no cross-entropy target ignored),
    "rows": [{"op", "pass" ("forward" | "backward" | "fused"), "dtype", "shape": [int],
              "params": {name: number}, "peer" ("torch.compile" | "liger"),
              "kernel_us": number (GPU time per call, microseconds), "activities": number
