@@ -76,7 +76,13 @@ memcpy, 4270 GB/s in that run; run 20, 2026-12-03, `tools/run.sh`, outputs rotat
   remaining 1% at 1x512x25600 (reused outputs) is not the math: a SiLU forward with no
   activation at all (y = a * b) took 19.69 us against 19.75 with it (run 17, a scratch
   harness), and 128 / 512-thread blocks measured the same as 256 (19.07-19.15 us, run 20).
-  (event-timed medians, which include launch gaps, are 2-3 us longer.) Math per element
+  (event-timed medians, which include launch gaps, are 2-3 us longer.) The backward still
+  loses by 1-2% back to back (run 24: 59.97 / 59.62 us at 4x512x12288, 32.43 / 31.76 at
+  1x512x25600, kernel time, outputs reused), yet Nsight Compute timed it faster than
+  Inductor's kernel one launch at a time (caches flushed): 29.6-30.1 against 31.2 us at
+  1x512x25600; block sizes 128-1024, a 32-register cap, 2-4 units per thread, L2
+  prefetch-size hints and other load / store orders were all as fast or slower (README, Run
+  24). Math per element
   (PTX instructions of the vector path): SiLU 17 forward / 39 backward, erf GELU 37 / 66;
   at the H200's issue rate 66 per element take ~50 us of the erf backward's 61, and the
   erf forward's 37 (Mills-ratio polynomial 11 FMA, reciprocal and Newton step, MUFU.EX2,
