@@ -154,7 +154,7 @@ std::string peers_header_line(const Peers& peers, const std::string& numgate_out
                                                       : "; peers launched per call (the GPU idles where the host is slower)";
   const std::string ce =
       peers.ce_ignored_every > 0
-          ? strf("; the peers' cross-entropy targets ignore every %dth token, numgate-bench's none: NOT the same "
+          ? strf("; the peers' cross-entropy targets ignore one token in %d, numgate-bench's none: NOT the same "
                  "inputs (see --ce-ignored-every)",
                  peers.ce_ignored_every)
           : "";
@@ -275,9 +275,16 @@ nlohmann::ordered_json to_json(const Results& r) {
   }
   if (r.peers) {
     const PeerSummary s = summarize_peers(r.lines);
-    j["peers"] = {{"file", r.peers->file}, {"device", r.peers->device}, {"outputs", r.peers->outputs},
-                  {"same_outputs", r.peers->outputs == r.outputs}, {"launch", r.peers->launch}, {"ce_ignored_every", r.peers->ce_ignored_every}, {"won", s.won},
-                  {"lost", s.lost},        {"event_won", s.event_won},  {"no_peer", s.no_peer}};
+    j["peers"] = {{"file", r.peers->file},
+                  {"device", r.peers->device},
+                  {"outputs", r.peers->outputs},
+                  {"same_outputs", r.peers->outputs == r.outputs},
+                  {"launch", r.peers->launch},
+                  {"ce_ignored_every", r.peers->ce_ignored_every},
+                  {"won", s.won},
+                  {"lost", s.lost},
+                  {"event_won", s.event_won},
+                  {"no_peer", s.no_peer}};
   } else {
     j["peers"] = nullptr;
   }

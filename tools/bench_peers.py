@@ -616,7 +616,7 @@ def make_ops(torch, F, liger, ce_ignored_every=0):
 
             note = "loss and dlogits in one kernel (gradient written into the logits); no lse output"
             if ce_ignored_every > 0:
-                note += f"; every {ce_ignored_every}th token ignored (its row not read), numgate-bench's targets: none"
+                note += f"; one token in {ce_ignored_every} ignored (its row not read), numgate-bench's targets: none"
             out.append(("fused", "liger", True, note, mk_l, lfused, ("x", "x")))
         return out
 

@@ -938,7 +938,7 @@ TEST(BenchPeers, NumgateWritesItsOutputsAsThePeersDidUnlessToldOtherwise) {
   queued.ce_ignored_every = 7;
   EXPECT_EQ(bench::peers_header_line(queued, "reuse"),
             "bench peers: p.json (0 rows, device NVIDIA H200); outputs reuse on both sides; peers' calls queued (back "
-            "to back, like numgate's); the peers' cross-entropy targets ignore every 7th token, numgate-bench's none: "
+            "to back, like numgate's); the peers' cross-entropy targets ignore one token in 7, numgate-bench's none: "
             "NOT the same inputs (see --ce-ignored-every)\n");
 }
 
