@@ -31,6 +31,9 @@
 //     and dy are 16-byte aligned (then each thread also holds its units of w in
 //     registers for the whole chunk, and loads its units of d_residual_out at the row's
 //     start, so that they arrive while the row's sums are reduced), else from registers;
+//     aligned rows of at most 8 units (kBwdWarpRowsMaxUnits; bf16 hidden <= 64) one chunk
+//     per warp instead, its rows spread over the warp's lane groups
+//     (row_norm_backward_warp_rows_kernel: the ring kernel's dx and partials bit for bit);
 //   * backward, separate path (other shapes): dx one block per row, the row statistics
 //     (r, and the mean) stored to the workspace; then a column-tile stage 1 re-reads the
 //     rows and writes per-chunk partials;
@@ -97,8 +100,9 @@
 //   included): layernorm 70000x64 bf16 backward (26.9 MB) 152.3 us in run 23 (the ring
 //   kernel, one 32-thread block per chunk of 3 rows; stage 2 over 23,334 chunks, 729 per
 //   chunk lane, dw and db 70.6 us of it) -> 122.3 us with the warp-rows kernel -> 67.7 us
-//   with stage 2 at 8 columns per block and 32 loads in flight per lane (the same
-//   additions, bitwise); dw and db's stage 2 in one launch since. torch.compile: 27-31 us.
+//   with stage 2 at 8 columns per block and its loads unrolled by 32 per lane (the same
+//   additions, bitwise; ptxas keeps the kernel at 32 registers, so fewer than 32 loads are
+//   in flight at once; the two changes were timed together, not apart); dw and db's stage 2 in one launch since. torch.compile: 27-31 us.
 //   Limit: the chunking (23,334 chunks of 3 rows: a warp's 4 lane groups hold 3 rows, and
 //   stage 2 still sums 729 partials per chunk lane). Measured in that harness, not adopted:
 //   at most 4,096 chunks (18 rows each) 38.9 us, 8,192 chunks 44.8, 16,384 56.7 - other dw
@@ -203,7 +207,7 @@ inline constexpr int kDwCols = 2 * kDwTx;  // scalar tile: columns tx and tx + 3
 inline constexpr int kDwRowUnroll = 4;     // rows whose loads are in flight per trip
 inline constexpr int kFinTx = 8;    // stage 2: 8 columns x 32 chunk lanes per block
 inline constexpr int kFinTy = 32;   // chunk lanes per column (fixes the addition order)
-inline constexpr int kFinDeep = 32;  // stage 2: loads in flight per lane (then 4, then 1)
+inline constexpr int kFinDeep = 32;  // stage 2: loads unrolled per lane (then 4, then 1)
 inline constexpr int64_t kWorkspaceAlign = 256;
 
 // =====================================================================================
@@ -516,22 +520,6 @@ __global__ void __launch_bounds__(kMaxThreads) row_norm_forward_aligned_kernel(c
   }
 }
 
-/// Warps per block of the warp-rows forward.
-inline constexpr int kWarpRowsWarps = 8;
-
-/// Short aligned rows (at most 32 units, forward_is_aligned): what
-/// row_norm_forward_aligned_kernel<P, T, 1> does on its 32-thread block, played by L lanes
-/// of a warp (L: the smallest power of two >= the row's units, lane l of the row's group
-/// playing thread l), 32 / L rows per warp, kWarpRowsWarps warps per block: the rows in
-/// flight per SM are no longer capped by the 32 resident blocks of an SM. The block's sums
-/// (block_sum<1> on one warp: the warp butterfly, then the butterfly of lane 0's total
-/// padded with zeros) are reproduced on the row's L lanes: in the first butterfly the
-/// levels at lane distance >= L add only the +0 of threads that hold no unit, which is one
-/// s + 0 (it turns -0 into +0 and changes nothing after), and the levels below L are the
-/// same additions on the same lanes; the second butterfly is the total + 0. So y (and
-/// residual_out) are bitwise the aligned and the cached kernels' at that block shape
-/// (tests/gpu/test_aligned_paths.cpp compares them). No shared memory and no barriers:
-/// lanes past the last row take part in the shuffles and touch no memory.
 /// block_sum<N> of a 32-thread block (every thread of which holds row units only in its
 /// first lanes), played by a group of L lanes: one v + 0 (the first butterfly's levels at
 /// lane distance >= L add only the +0 of threads holding no unit), the butterfly below L,
@@ -549,6 +537,23 @@ __device__ __forceinline__ void lane_group_sum(A (&v)[N]) {
   }
 }
 
+/// Warps per block of the warp-rows kernels (forward: 32 / L rows per warp; backward: one
+/// chunk of rows per warp).
+inline constexpr int kWarpRowsWarps = 8;
+
+/// Short aligned rows (at most 32 units, forward_is_aligned): what
+/// row_norm_forward_aligned_kernel<P, T, 1> does on its 32-thread block, played by L lanes
+/// of a warp (L: the smallest power of two >= the row's units, lane l of the row's group
+/// playing thread l), 32 / L rows per warp, kWarpRowsWarps warps per block: the rows in
+/// flight per SM are no longer capped by the 32 resident blocks of an SM. The block's sums
+/// (block_sum<1> on one warp: the warp butterfly, then the butterfly of lane 0's total
+/// padded with zeros) are reproduced on the row's L lanes: in the first butterfly the
+/// levels at lane distance >= L add only the +0 of threads that hold no unit, which is one
+/// s + 0 (it turns -0 into +0 and changes nothing after), and the levels below L are the
+/// same additions on the same lanes; the second butterfly is the total + 0. So y (and
+/// residual_out) are bitwise the aligned and the cached kernels' at that block shape
+/// (tests/gpu/test_aligned_paths.cpp compares them). No shared memory and no barriers:
+/// lanes past the last row take part in the shuffles and touch no memory.
 template <class P, typename T, int L>
 __global__ void __launch_bounds__(32 * kWarpRowsWarps) row_norm_forward_warp_rows_kernel(const FwdArgs<T> a,
                                                                                         int64_t rows) {
@@ -1448,11 +1453,12 @@ __global__ void __launch_bounds__(kDwTx* kDwTy) row_norm_dw_partial_vec_kernel(c
 /// grid = (ceil(H / kFinTx), parts), block = (kFinTx, kFinTy) = (8, 32); blockIdx.y = p sums
 /// partial array p (partial + p * chunks * H) into out0 (p = 0: dw) or out1 (p = 1: db), one
 /// launch for both. out[j] = T(sum over chunks
-/// of partial[c][j]): thread row ty sums chunks ty, ty+32, ... ascending (loads issued
+/// of partial[c][j]): thread row ty sums chunks ty, ty+32, ... ascending (loads unrolled
 /// kFinDeep at a time while that many remain, then four, then one; added in that order, so
-/// the batching changes no bit), then thread row 0 adds the 32 lane sums in order 0..31.
-/// The order depends on the chunk count alone. (Until run 24: 32 columns per block and 4
-/// loads in flight, the same additions: LayerNorm 70000x64 has 23,334 chunks, 729 per lane,
+/// the batching changes no bit; ptxas -v, sm_90: 32 registers, so the compiler keeps fewer
+/// than kFinDeep loads in flight), then thread row 0 adds the 32 lane sums in order 0..31.
+/// The order depends on the chunk count alone. (Until run 24: 32 columns per block and
+/// loads unrolled by 4, the same additions: LayerNorm 70000x64 has 23,334 chunks, 729 per lane,
 /// and its dw + db stage 2 took 70.6 us in 2 blocks each; see the header.)
 template <typename T>
 __global__ void __launch_bounds__(kFinTx* kFinTy)

@@ -87,7 +87,7 @@ policy is rmsnorm's design (rmsnorm_kernels.cu):
   to 1024 for narrow rows) in 32x8 column tiles: thread row ty sums rows ty, ty+8, ...
   ascending, then the 8 thread rows in order 0..7.
   stage 2 (dw and db each): T(sum over chunks of the partials), 32 chunk lanes per column
-  (blocks of 8 columns x 32 lanes, 32 loads in flight per lane): chunk lanes ty, ty+32,
+  (blocks of 8 columns x 32 lanes, loads unrolled by 32 per lane): chunk lanes ty, ty+32,
   ... ascending, then the 32 lane sums in order 0..31.
 
   Reduction order: since the move to the skeleton, fp64 rows of 513..1024 units
@@ -122,8 +122,10 @@ policy is rmsnorm's design (rmsnorm_kernels.cu):
   block reductions per row, 2-3 blocks per SM with db's registers, 2 rows in flight
   each). Narrow rows: aligned rows of at most 32 units run several to a warp (row_norm's
   warp-rows forward): 70000 x 64 forward (17.9 MB) 6.33 us (run 22; 44.45 us with one
-  32-thread block per row), 67% of copy, torch.compile 5.57 us; the backward there is
-  latency-bound, 141 us (a few rows per chunk block; torch.compile 27.4 us).
+  32-thread block per row), 67% of copy, torch.compile 5.57 us; the backward there 45.0 us
+  (run 24, kernel time; 141 us before the warp-rows backward and the one-launch 8-column
+  stage 2; torch.compile 27.65 us, still faster), limited by the chunking: 23,334 chunks
+  of 3 rows, 729 partials per chunk lane in stage 2 (common/row_norm.cuh).
 
 Limits: 1 <= H, rows <= 2^31 - 1 (one block per row in grid.x), rows of at most 4096
 units (fp64: 2048), pointers aligned to sizeof(T), no overlap. Build without --use_fast_math.

@@ -896,6 +896,10 @@ TEST(BenchPeers, VariantsAreComparedButOnlyTheMainTargetAndFusedAreCounted) {
   bench::write_json(r, path);
   EXPECT_EQ(json::parse(slurp(path)).at("peers").at("same_outputs"), true);
   EXPECT_EQ(j.at("peers").at("launch"), "per-call");  // a peers file without the field: per call
+  EXPECT_EQ(j.at("peers").at("ce_ignored_every"), p.ce_ignored_every);  // carried over from the peers file
+  r.peers->ce_ignored_every = 3;
+  bench::write_json(r, path);
+  EXPECT_EQ(json::parse(slurp(path)).at("peers").at("ce_ignored_every"), 3);
   const json& e = j.at("results").at(3);
   EXPECT_EQ(e.at("variant"), "fused");
   EXPECT_EQ(e.at("pass"), "backward");

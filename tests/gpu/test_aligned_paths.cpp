@@ -310,18 +310,22 @@ BwdOut launch_backward(Op op, const std::vector<T>& x, const std::vector<T>& res
 /// NormBackwardPaths: rows of at most row_norm::kBwdWarpRowsMaxUnits (8) 16-byte units
 /// with dx 16-byte aligned take the warp-rows backward (a chunk's rows spread over the lane
 /// groups of a warp); with only dx one element off, the ring kernel runs at the same block
-/// shape and chunking. dx, dw (and db) must be BITWISE equal: at 1, 3, 5 and 8 units per
-/// row (lane groups of 1, 4 and 8 lanes), for 37 rows (one row per chunk), 70000 rows
-/// (3 per chunk at 8 units of bf16 LayerNorm, its 70000 x 64 benchmark shape) and, at 8
-/// units, 150000 rows (bf16 / fp16: 5 rows per chunk for the RMS policies, 7 for
-/// LayerNorm, so a warp's 4 lane groups go round twice; fp32 3, fp64 2). Mutant: the ring
-/// launch with eps = 1 must be told apart in dx at every shape.
+/// shape and chunking. dx, dw (and db) must be BITWISE equal: at 1, 2, 3, 5 and 8 units
+/// per row (lane groups of 1, 2, 4 and 8 lanes: every width the kernel has at <= 8 units),
+/// for 37 rows (one row per chunk), 70000 rows (3 per chunk at 8 units of bf16 LayerNorm,
+/// its 70000 x 64 benchmark shape) and, at 8 units, 150000 rows (bf16 / fp16: 5 rows per
+/// chunk for the RMS policies, 7 for LayerNorm, so a warp's 4 lane groups go round twice;
+/// fp32 3 for the RMS policies, 4 for LayerNorm; fp64 2). Mutant: the ring launch with
+/// eps = 1 must be told apart in dx at every shape. Like NormForwardPaths, this cannot see
+/// which kernel a launch took: if the launcher stopped choosing the warp-rows kernel, both
+/// launches would run the ring kernel and still compare equal (the benchmark's LayerNorm
+/// 70000 x 64 backward time would show it).
 template <class T>
 void check_backward_paths(Op op, const char* op_name, const char* dtype) {
   const std::int64_t vec = 16 / static_cast<std::int64_t>(sizeof(T));
   const double eps = 1e-6;
   int compared = 0, mutants_caught = 0;
-  for (const std::int64_t units : {1, 3, 5, 8}) {
+  for (const std::int64_t units : {1, 2, 3, 5, 8}) {
     const std::int64_t hidden = units * vec;
     for (const std::int64_t rows : {std::int64_t(37), std::int64_t(70000), std::int64_t(150000)}) {
       if (rows == 150000 && units != 8) continue;
