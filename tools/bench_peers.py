@@ -660,7 +660,16 @@ def make_ops(torch, F, liger, ce_ignored_every=0):
 
 
 def liger_commit(path):
+    """HEAD of the Liger-Kernel checkout at path (the repository or its src/), or None when
+    path is not the top of its own git checkout: a copy inside another repository (say a
+    git-ignored folder of numgate's) would otherwise report that repository's commit."""
     try:
+        top = subprocess.run(["git", "-C", path, "rev-parse", "--show-toplevel"], capture_output=True, text=True,
+                             timeout=10).stdout.strip()
+        here = os.path.realpath(path)
+        tops = (here, os.path.dirname(here)) if os.path.basename(here) == "src" else (here,)
+        if not top or os.path.realpath(top) not in tops:
+            return None
         r = subprocess.run(["git", "-C", path, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
         return r.stdout.strip() or None
     except (OSError, subprocess.SubprocessError):
