@@ -102,7 +102,8 @@
 //   chunk lane, dw and db 70.6 us of it) -> 122.3 us with the warp-rows kernel -> 67.7 us
 //   with stage 2 at 8 columns per block and its loads unrolled by 32 per lane (the same
 //   additions, bitwise; ptxas keeps the kernel at 32 registers, so fewer than 32 loads are
-//   in flight at once; the two changes were timed together, not apart); dw and db's stage 2 in one launch since. torch.compile: 27-31 us.
+//   in flight at once; the two changes were timed together, not apart); dw and db's
+//   stage 2 in one launch since. torch.compile: 27-31 us.
 //   Limit: the chunking (23,334 chunks of 3 rows: a warp's 4 lane groups hold 3 rows, and
 //   stage 2 still sums 729 partials per chunk lane). Measured in that harness, not adopted:
 //   at most 4,096 chunks (18 rows each) 38.9 us, 8,192 chunks 44.8, 16,384 56.7 - other dw
