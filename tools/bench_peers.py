@@ -64,7 +64,7 @@ tools/../kernels/*/..._oracle.cpp), in the same dtype, with FP32 math inside:
 
 Output (--out, JSON, schema_version 1; numgate-bench --peers reads it):
   {"schema_version": 1, "device": str, "torch": str, "triton": str,
-   "liger": null | {"path": str, "commit": str | null},
+   "liger": null | {"path": str, "commit": str | null (HEAD, "-dirty" if modified)},
    "iters": int, "warmup": int, "outputs": "reuse" | "rotate", "launch": "queued" | "per-call",
    "ce_ignored_every": int (0: no cross-entropy target ignored),
    "rows": [{"op", "pass" ("forward" | "backward" | "fused"), "dtype", "shape": [int],
@@ -660,18 +660,32 @@ def make_ops(torch, F, liger, ce_ignored_every=0):
 
 
 def liger_commit(path):
-    """HEAD of the Liger-Kernel checkout at path (the repository or its src/), or None when
-    path is not the top of its own git checkout: a copy inside another repository (say a
-    git-ignored folder of numgate's) would otherwise report that repository's commit."""
+    """HEAD of the Liger-Kernel checkout at path (the repository, or its src/ holding
+    liger_kernel/), with "-dirty" appended when its tracked files are modified (the script's
+    required empty ops/__init__.py is one such change); None when path is not the top of its
+    own git checkout (a copy inside another repository, say a git-ignored folder of
+    numgate's, would otherwise report that repository's commit) or git cannot say (its
+    message is printed)."""
+
+    def git(*args):
+        r = subprocess.run(["git", "-C", path, *args], capture_output=True, text=True, timeout=10)
+        if r.returncode != 0 and r.stderr.strip():
+            print(f"bench_peers: liger commit not recorded: git {' '.join(args)}: {r.stderr.strip()}",
+                  file=sys.stderr)
+        return r.stdout.strip() if r.returncode == 0 else ""
+
     try:
-        top = subprocess.run(["git", "-C", path, "rev-parse", "--show-toplevel"], capture_output=True, text=True,
-                             timeout=10).stdout.strip()
         here = os.path.realpath(path)
-        tops = (here, os.path.dirname(here)) if os.path.basename(here) == "src" else (here,)
+        tops = [here]
+        if os.path.basename(here) == "src" and os.path.isdir(os.path.join(here, "liger_kernel")):
+            tops.append(os.path.dirname(here))
+        top = git("rev-parse", "--show-toplevel")
         if not top or os.path.realpath(top) not in tops:
             return None
-        r = subprocess.run(["git", "-C", path, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
-        return r.stdout.strip() or None
+        head = git("rev-parse", "HEAD")
+        if not head:
+            return None
+        return head + ("-dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
     except (OSError, subprocess.SubprocessError):
         return None
 

@@ -31,9 +31,10 @@
 //     and dy are 16-byte aligned (then each thread also holds its units of w in
 //     registers for the whole chunk, and loads its units of d_residual_out at the row's
 //     start, so that they arrive while the row's sums are reduced), else from registers;
-//     aligned rows of at most 8 units (kBwdWarpRowsMaxUnits; bf16 hidden <= 64) one chunk
-//     per warp instead, its rows spread over the warp's lane groups
-//     (row_norm_backward_warp_rows_kernel: the ring kernel's dx and partials bit for bit);
+//     on that ring path, rows of at most 8 units (kBwdWarpRowsMaxUnits; bf16 hidden <= 64)
+//     with dx 16-byte aligned too run one chunk per warp instead, its rows spread over the
+//     warp's lane groups (row_norm_backward_warp_rows_kernel: the ring kernel's dx and
+//     partials bit for bit);
 //   * backward, separate path (other shapes): dx one block per row, the row statistics
 //     (r, and the mean) stored to the workspace; then a column-tile stage 1 re-reads the
 //     rows and writes per-chunk partials;

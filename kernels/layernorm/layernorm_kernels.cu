@@ -123,9 +123,9 @@ policy is rmsnorm's design (rmsnorm_kernels.cu):
   each). Narrow rows: aligned rows of at most 32 units run several to a warp (row_norm's
   warp-rows forward): 70000 x 64 forward (17.9 MB) 6.33 us (run 22; 44.45 us with one
   32-thread block per row), 67% of copy, torch.compile 5.57 us; the backward there 45.0 us
-  (run 24, kernel time; 141 us before the warp-rows backward and the one-launch 8-column
-  stage 2; torch.compile 27.65 us, still faster), limited by the chunking: 23,334 chunks
-  of 3 rows, 729 partials per chunk lane in stage 2 (common/row_norm.cuh).
+  (run 24, kernel time; 141-144 us before the warp-rows backward and the one-launch
+  8-column stage 2; torch.compile 27.65 us, still faster), limited by the chunking: 23,334
+  chunks of 3 rows, 729-730 partials per chunk lane in stage 2 (common/row_norm.cuh).
 
 Limits: 1 <= H, rows <= 2^31 - 1 (one block per row in grid.x), rows of at most 4096
 units (fp64: 2048), pointers aligned to sizeof(T), no overlap. Build without --use_fast_math.

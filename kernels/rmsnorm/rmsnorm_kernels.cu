@@ -71,10 +71,10 @@ row_norm::RmsPolicy (statistic sum x^2, weight w, no residual, no bias). In shor
   aligned dy: the next 2 rows are copied by cp.async into a ring of 3 row slots in shared
   memory (each thread reads back only its own units) and each thread holds its units of
   w in registers for the whole chunk; otherwise the next row is prefetched into a second
-  register set. Aligned rows of at most 8 units (bf16 / fp16 H <= 64, fp32 H <= 32) run
-  one chunk per warp instead, its rows spread over the warp's lane groups
-  (row_norm_backward_warp_rows_kernel: the same dx and partials bit for bit). x and dy are
-  read once.
+  register set. Rows of at most 8 units (bf16 / fp16 H <= 64, fp32 H <= 32, fp64 H <= 16)
+  with x, dy and dx 16-byte aligned run one chunk per warp instead, its rows spread over
+  the warp's lane groups (row_norm_backward_warp_rows_kernel: the same dx and partials bit
+  for bit). x and dy are read once.
 
   backward, separate path (H % VEC != 0, or longer rows): dx one block per row (x and dy
   cached, K in {1, 2, 4}, preferred block <= 256 threads; streaming kernel beyond 4096
