@@ -659,33 +659,27 @@ def make_ops(torch, F, liger, ce_ignored_every=0):
     }
 
 
-def liger_commit(path):
-    """HEAD of the Liger-Kernel checkout at path (the repository, or its src/ holding
+def liger_commit(src):
+    """HEAD of the Liger-Kernel checkout whose src/ is src (the folder holding
     liger_kernel/), with "-dirty" appended when its tracked files are modified (the script's
-    required empty ops/__init__.py is one such change); None when path is not the top of its
-    own git checkout (a copy inside another repository, say a git-ignored folder of
-    numgate's, would otherwise report that repository's commit) or git cannot say (its
+    required empty ops/__init__.py is one such change); None when neither src nor its parent
+    is the top of a git checkout (a copy inside another repository, say a git-ignored folder
+    of numgate's, would otherwise report that repository's commit) or git cannot say (its
     message is printed)."""
 
     def git(*args):
-        r = subprocess.run(["git", "-C", path, *args], capture_output=True, text=True, timeout=10)
+        r = subprocess.run(["git", "-C", src, *args], capture_output=True, text=True, timeout=10)
         if r.returncode != 0 and r.stderr.strip():
             print(f"bench_peers: liger commit not recorded: git {' '.join(args)}: {r.stderr.strip()}",
                   file=sys.stderr)
-        return r.stdout.strip() if r.returncode == 0 else ""
+        return r.stdout.splitlines() if r.returncode == 0 else []
 
     try:
-        here = os.path.realpath(path)
-        tops = [here]
-        if os.path.basename(here) == "src" and os.path.isdir(os.path.join(here, "liger_kernel")):
-            tops.append(os.path.dirname(here))
-        top = git("rev-parse", "--show-toplevel")
-        if not top or os.path.realpath(top) not in tops:
+        here = os.path.realpath(src)
+        top_head = git("rev-parse", "--show-toplevel", "HEAD")
+        if len(top_head) != 2 or os.path.realpath(top_head[0]) not in (here, os.path.dirname(here)):
             return None
-        head = git("rev-parse", "HEAD")
-        if not head:
-            return None
-        return head + ("-dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
+        return top_head[1] + ("-dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
     except (OSError, subprocess.SubprocessError):
         return None
 
@@ -738,7 +732,7 @@ def main():
         if os.path.getsize(init) != 0:
             die(f"{init} is not empty: replace it by an empty file in your copy (upstream it imports every op)")
         sys.path.insert(0, src)
-        liger = {"path": os.path.abspath(a.liger), "commit": liger_commit(a.liger)}
+        liger = {"path": os.path.abspath(a.liger), "commit": liger_commit(src)}
     import triton
 
     torch.manual_seed(0)
