@@ -122,6 +122,7 @@
 #include <cstdint>
 
 #include "common/cuda_utils.cuh"
+#include "common/kernel_trace.h"
 
 namespace numgate::row_norm {
 
@@ -1645,7 +1646,9 @@ cudaError_t launch_forward(const FwdArgs<T>& a, int64_t rows, cudaStream_t strea
   const dim3 grid(static_cast<unsigned>(rows));
   const CachedConfig cfg = pick_cached_config(max_units_per_row(a.x, a.hidden), KM, P::kFwdTargetThreads);
   const bool aligned = forward_is_aligned<P, T>(a);
+  using kernel_trace::Launcher;
   if (aligned && cfg.k == 1 && cfg.threads == 32) {  // rows of at most 32 units: several per warp
+    kernel_trace::record(Launcher::row_norm_forward, "warp_rows");
     const int units = a.hidden / kVec<T>;
     int lanes = 1;
     while (lanes < units) lanes *= 2;
@@ -1662,6 +1665,8 @@ cudaError_t launch_forward(const FwdArgs<T>& a, int64_t rows, cudaStream_t strea
     }
     return cudaGetLastError();
   }
+  kernel_trace::record(Launcher::row_norm_forward, cfg.k != 0 ? (aligned ? "aligned" : "cached")
+                                                   : (P::kMeanVar ? "refused" : "streaming"));
   switch (cfg.k) {
     case 1: launch_forward_k<P, T, 1>(a, grid, cfg.threads, aligned, stream); break;
     case 2: launch_forward_k<P, T, 2>(a, grid, cfg.threads, aligned, stream); break;
@@ -1755,6 +1760,7 @@ cudaError_t launch_backward(BwdArgs<T> a, T* dw, T* db, void* workspace, bool at
     if (ring && aligned16(a.dx) && fcfg.k == 1 && fcfg.threads == 32 && units_aligned <= kBwdWarpRowsMaxUnits) {
       // Short rows: the rows of a chunk several to a warp (bitwise the ring kernel's dx and
       // partials, which a dx off 16 bytes takes instead).
+      kernel_trace::record(kernel_trace::Launcher::row_norm_backward, "warp_rows");
       int lanes = 1;
       while (lanes < units_aligned) lanes *= 2;
       const dim3 wgrid(static_cast<unsigned>(ceil_div(a.chunks, int64_t{kWarpRowsWarps})));
@@ -1767,6 +1773,7 @@ cudaError_t launch_backward(BwdArgs<T> a, T* dw, T* db, void* workspace, bool at
       }
       err = cudaGetLastError();
     } else if (ring) {
+      kernel_trace::record(kernel_trace::Launcher::row_norm_backward, "ring");
       switch (fcfg.k) {
         case 1: err = launch_ring<P, T, 1>(a, fcfg.threads, stream); break;
         case 2: err = launch_ring<P, T, 2>(a, fcfg.threads, stream); break;
@@ -1775,6 +1782,7 @@ cudaError_t launch_backward(BwdArgs<T> a, T* dw, T* db, void* workspace, bool at
     } else {
       // Register path: the next row prefetched for the two-tensor policies without db.
       constexpr bool kPre = P::kRowIn == 2 && !P::kBias;
+      kernel_trace::record(kernel_trace::Launcher::row_norm_backward, "rows_fused");
       switch (fcfg.k) {
         case 1: row_norm_backward_rows_kernel<P, T, 1, true, kPre><<<grid, fcfg.threads, 0, stream>>>(a); break;
         case 2: row_norm_backward_rows_kernel<P, T, 2, true, kPre><<<grid, fcfg.threads, 0, stream>>>(a); break;
@@ -1792,6 +1800,8 @@ cudaError_t launch_backward(BwdArgs<T> a, T* dw, T* db, void* workspace, bool at
   a.rows_per_chunk = 1;
   a.chunks = rows;
   const dim3 grid(static_cast<unsigned>(rows));
+  kernel_trace::record(kernel_trace::Launcher::row_norm_backward,
+                       cfg.k != 0 ? "rows" : (P::kMeanVar ? "refused" : "streaming"));
   switch (cfg.k) {
     case 1: row_norm_backward_rows_kernel<P, T, 1, false, false><<<grid, cfg.threads, 0, stream>>>(a); break;
     case 2: row_norm_backward_rows_kernel<P, T, 2, false, false><<<grid, cfg.threads, 0, stream>>>(a); break;

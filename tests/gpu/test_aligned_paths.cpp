@@ -23,9 +23,10 @@
 // (eps = 1e-3 moved r by only ~1e-4: at the smallest shapes no bf16 output changed, which
 // run 17 on the H200 showed.)
 //
-// What these tests cannot see: which kernel a launch took. If the launchers stopped choosing
-// the aligned kernels, both launches would run the general ones and the comparisons would
-// still pass (the benchmark's times would show it).
+// Which kernel each launch took is checked too: the launcher records its choice
+// (common/kernel_trace.h), and the launch with y off 16 bytes must have taken "cached", the
+// aligned one "warp_rows" (at most 32 units), else "aligned". A launcher that stopped
+// choosing a fast kernel fails here instead of comparing the general kernel with itself.
 //
 // GLU (GluPaths). SwiGLU and both GeGLU forms, forward and backward: the aligned kernels
 // (n % VEC == 0, every tensor 16-byte aligned) and the general kernel (virtual 16-byte grid
@@ -77,6 +78,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "common/kernel_trace.h"
 #include "fused_add_rmsnorm/fused_add_rmsnorm.cuh"
 #include "glu/glu.cuh"
 #include "layernorm/layernorm.cuh"
@@ -94,6 +96,7 @@ using numgate::testing::first_difference;
 using numgate::testing::from_double;
 using Rng = numgate::testing::SplitMix64;
 using numgate::testing::selected;
+using numgate::kernel_trace::Launcher;
 
 std::string skip_reason(const std::string& op) {
   if (!selected(op)) return op + " not selected by --op";
@@ -130,9 +133,11 @@ struct Placed {
 
 enum class Op { rmsnorm, offset_rmsnorm, fused_add_rmsnorm, layernorm };
 
-/// Outputs of one forward launch: y, and residual_out (fused add; empty otherwise).
+/// Outputs of one forward launch: y, and residual_out (fused add; empty otherwise), and
+/// the kernel the launcher recorded (common/kernel_trace.h).
 struct Out {
   std::vector<unsigned char> y, res_out;
+  std::string kernel;
 };
 
 /// One forward of `op` with x, residual, w, b 16-byte aligned and the outputs `out_offset`
@@ -147,6 +152,7 @@ Out launch(Op op, const std::vector<T>& x, const std::vector<T>& res, const std:
   dw.put(w);
   db.put(b);
   cudaError_t e = cudaSuccess;
+  kernel_trace::record(Launcher::row_norm_forward, "");
   switch (op) {
     case Op::rmsnorm: e = rmsnorm::forward<T>(dx.p, dw.p, dy.p, rows, hidden, eps, 0); break;
     case Op::offset_rmsnorm: e = offset_rmsnorm::forward<T>(dx.p, dw.p, dy.p, rows, hidden, eps, 0); break;
@@ -158,6 +164,7 @@ Out launch(Op op, const std::vector<T>& x, const std::vector<T>& res, const std:
   if (e != cudaSuccess) throw std::runtime_error(std::string("forward launch: ") + cudaGetErrorString(e));
   if (cudaDeviceSynchronize() != cudaSuccess) throw std::runtime_error("forward kernel failed");
   Out o;
+  o.kernel = kernel_trace::last(Launcher::row_norm_forward);
   o.y = dy.get();
   if (op == Op::fused_add_rmsnorm) o.res_out = dro.get();
   return o;
@@ -203,6 +210,16 @@ void check_paths(Op op, const char* op_name, const char* dtype) {
     for (auto& v : b) v = from_double<T>(0.25 * rng.symmetric());
     const Out aligned = launch<T>(op, x, r, w, b, rows, hidden, eps, 0);
     const Out cached = launch<T>(op, x, r, w, b, rows, hidden, eps, 1);
+    // The two launches must have taken two different kernels: the cached one for y off 16
+    // bytes; for the aligned one, warp-rows at <= 32 units, else the aligned kernel.
+    const std::int64_t units = hidden * static_cast<std::int64_t>(sizeof(T)) / 16;
+    const std::string where = std::string(op_name) + " " + dtype + " [" + std::to_string(rows) + " x " +
+                              std::to_string(hidden) + "]";
+    EXPECT_EQ(cached.kernel, "cached") << where << ": the launch with y off 16 bytes took the '" << cached.kernel
+                                       << "' kernel, not the cached one";
+    const char* want = units <= 32 ? "warp_rows" : "aligned";
+    EXPECT_EQ(aligned.kernel, want) << where << ": the aligned launch of a row of " << units << " units took the '"
+                                    << aligned.kernel << "' kernel, not the " << want << " one";
     const std::int64_t dy = first_difference(aligned.y, cached.y, sizeof(T));
     EXPECT_EQ(dy, -1) << op_name << " " << dtype << " [" << rows << " x " << hidden
                       << "]: y of the aligned kernel and of the cached kernel (y one element off 16 bytes) differ, first at "
@@ -253,9 +270,11 @@ TEST(NormForwardPaths, LayernormAlignedAndCachedKernelsGiveTheSameBits) {
 
 // ---- row norms, backward: warp-rows against the ring kernel -----------------------------
 
-/// Outputs of one backward launch: dx, dw (and db for LayerNorm).
+/// Outputs of one backward launch: dx, dw (and db for LayerNorm), and the dx kernel the
+/// launcher recorded (common/kernel_trace.h).
 struct BwdOut {
   std::vector<unsigned char> dx, dw, db;
+  std::string kernel;
 };
 
 /// One backward of `op` with x, residual, dy, d_residual_out 16-byte aligned and dx
@@ -281,6 +300,7 @@ BwdOut launch_backward(Op op, const std::vector<T>& x, const std::vector<T>& res
   void* work = nullptr;
   if (cudaMalloc(&work, ws) != cudaSuccess) throw std::runtime_error("cudaMalloc workspace");
   cudaError_t e = cudaSuccess;
+  kernel_trace::record(Launcher::row_norm_backward, "");
   switch (op) {
     case Op::rmsnorm:
       e = rmsnorm::backward<T>(dxin.p, dw_in.p, ddy.p, ddx.p, ddw.p, rows, hidden, eps, work, ws, 0);
@@ -301,6 +321,7 @@ BwdOut launch_backward(Op op, const std::vector<T>& x, const std::vector<T>& res
   if (e != cudaSuccess) throw std::runtime_error(std::string("backward launch: ") + cudaGetErrorString(e));
   if (sync != cudaSuccess) throw std::runtime_error("backward kernel failed");
   BwdOut o;
+  o.kernel = kernel_trace::last(Launcher::row_norm_backward);
   o.dx = ddx.get();
   o.dw = ddw.get();
   if (op == Op::layernorm) o.db = ddb.get();
@@ -316,10 +337,9 @@ BwdOut launch_backward(Op op, const std::vector<T>& x, const std::vector<T>& res
 /// its 70000 x 64 benchmark shape) and, at 8 units, 150000 rows (bf16 / fp16: 5 rows per
 /// chunk for the RMS policies, 7 for LayerNorm, so a warp's 4 lane groups go round twice;
 /// fp32 3 for the RMS policies, 4 for LayerNorm; fp64 2). Mutant: the ring launch with
-/// eps = 1 must be told apart in dx at every shape. Like NormForwardPaths, this cannot see
-/// which kernel a launch took: if the launcher stopped choosing the warp-rows kernel, both
-/// launches would run the ring kernel and still compare equal (the benchmark's LayerNorm
-/// 70000 x 64 backward time would show it).
+/// eps = 1 must be told apart in dx at every shape. Each launch must have recorded the kernel
+/// it is meant to take (common/kernel_trace.h): "warp_rows" for dx aligned, "ring" for dx
+/// off 16 bytes, so a launcher that stopped choosing the warp-rows kernel fails here.
 template <class T>
 void check_backward_paths(Op op, const char* op_name, const char* dtype) {
   const std::int64_t vec = 16 / static_cast<std::int64_t>(sizeof(T));
@@ -344,6 +364,10 @@ void check_backward_paths(Op op, const char* op_name, const char* dtype) {
                                 std::to_string(hidden) + "]";
       const BwdOut warp = launch_backward<T>(op, x, r, w, dy, dres, rows, hidden, eps, 0);
       const BwdOut ring = launch_backward<T>(op, x, r, w, dy, dres, rows, hidden, eps, 1);
+      EXPECT_EQ(warp.kernel, "warp_rows") << where << ": the launch with dx aligned took the '" << warp.kernel
+                                          << "' kernel";
+      EXPECT_EQ(ring.kernel, "ring") << where << ": the launch with dx off 16 bytes took the '" << ring.kernel
+                                     << "' kernel";
       const std::int64_t ddx = first_difference(warp.dx, ring.dx, sizeof(T));
       EXPECT_EQ(ddx, -1) << where << ": dx of the warp-rows and the ring kernel (dx one element off 16 bytes) differ, "
                          << "first at element " << ddx << " (row " << (ddx < 0 ? -1 : ddx / hidden) << ")";
