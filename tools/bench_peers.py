@@ -74,7 +74,7 @@ Output (--out, JSON, schema_version 1; numgate-bench --peers reads it):
              "median_gap_us": number (median idle time between consecutive GPU activities)}],
    "errors": [str]}                   a peer that failed at a shape: that row is missing
 Exit status: 0 written (possibly with errors listed); 2 bad arguments or unreadable input;
-77 no CUDA device.
+77 no CUDA device, or no PyTorch to time the peers with.
 """
 
 import argparse
@@ -718,8 +718,12 @@ def main():
         keep = set(a.ops.split(","))
         cases = [c for c in cases if c["op"] in keep]
 
-    import torch
-    import torch.nn.functional as F
+    try:
+        import torch
+        import torch.nn.functional as F
+    except ImportError as e:
+        die(f"PyTorch cannot be imported ({e}): the peers are timed with PyTorch and Triton (the GPU "
+            f"machine's python3 has both)", EXIT_NO_DEVICE)
 
     if not torch.cuda.is_available():
         die("no CUDA device", EXIT_NO_DEVICE)

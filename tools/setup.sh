@@ -6,7 +6,7 @@
 set -euo pipefail
 
 # Tools count as present when they are on PATH however they were installed (pip's cmake too).
-declare -A tools=([cmake]=cmake [ninja-build]=ninja [g++]=g++)
+declare -A tools=([cmake]=cmake [ninja-build]=ninja [g++]=g++ [python3]=python3 [git]=git)
 libraries=(libhdf5-dev libgtest-dev libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev librandom123-dev)
 
 missing=()

@@ -2,12 +2,15 @@
 
 namespace numgate::kernel_trace {
 namespace {
-constexpr int kLaunchers = 2;
-thread_local const char* g_last[kLaunchers] = {"", ""};
+constexpr int kLaunchers = static_cast<int>(Launcher::count_);
+thread_local const char* g_last[kLaunchers] = {};  // nullptr: no launch yet (read as "")
 }  // namespace
 
 void record(Launcher launcher, const char* kernel) noexcept { g_last[static_cast<int>(launcher)] = kernel; }
 
-const char* last(Launcher launcher) noexcept { return g_last[static_cast<int>(launcher)]; }
+const char* last(Launcher launcher) noexcept {
+  const char* k = g_last[static_cast<int>(launcher)];
+  return k != nullptr ? k : "";
+}
 
 }  // namespace numgate::kernel_trace

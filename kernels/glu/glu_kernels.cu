@@ -101,6 +101,7 @@ memcpy, 4270 GB/s in that run; run 20, 2026-12-03, `tools/run.sh`, outputs rotat
 #include <type_traits>
 
 #include "common/cuda_utils.cuh"
+#include "common/kernel_trace.h"
 #include "glu/glu_fast.h"
 #include "glu/glu_math.h"
 
@@ -353,13 +354,16 @@ cudaError_t launch_forward(const T* a, const T* b, T* y, int64_t n, cudaStream_t
   if (!aligned_to_element<T>(a) || !aligned_to_element<T>(b) || !aligned_to_element<T>(y))
     return cudaErrorInvalidValue;
   if (all_aligned<T>(n, {a, b, y})) {
+    kernel_trace::record(kernel_trace::Launcher::glu_forward, "aligned");
     const int64_t blocks = (n / kVec<T> + kThreads - 1) / kThreads;
     if (blocks <= int64_t(0x7fffffff))
       glu_forward_aligned_kernel<T, F, kCs<F>, true><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(a, b, y, n);
     else
       glu_forward_aligned_kernel<T, F, kCs<F>, false><<<0x7fffffffu, kThreads, 0, stream>>>(a, b, y, n);
-  } else
+  } else {
+    kernel_trace::record(kernel_trace::Launcher::glu_forward, "general");
     glu_forward_kernel<T, F, kUnroll, kCs<F>><<<grid_for(a, n), kThreads, 0, stream>>>(a, b, y, n);
+  }
   return cudaGetLastError();
 }
 
@@ -371,10 +375,13 @@ cudaError_t launch_backward(const T* a, const T* b, const T* dy, T* da, T* db, i
   if (!aligned_to_element<T>(a) || !aligned_to_element<T>(b) || !aligned_to_element<T>(dy) ||
       !aligned_to_element<T>(da) || !aligned_to_element<T>(db))
     return cudaErrorInvalidValue;
-  if (all_aligned<T>(n, {a, b, dy, da, db}))
+  if (all_aligned<T>(n, {a, b, dy, da, db})) {
+    kernel_trace::record(kernel_trace::Launcher::glu_backward, "aligned");
     glu_backward_aligned_kernel<T, F, kCs<F>><<<grid_for(a, n), kThreads, 0, stream>>>(a, b, dy, da, db, n);
-  else
+  } else {
+    kernel_trace::record(kernel_trace::Launcher::glu_backward, "general");
     glu_backward_kernel<T, F, kUnroll, kCs<F>><<<grid_for(a, n), kThreads, 0, stream>>>(a, b, dy, da, db, n);
+  }
   return cudaGetLastError();
 }
 

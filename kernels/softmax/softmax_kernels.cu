@@ -91,6 +91,7 @@ explicitly, so it would not change them, but exp would still be the FP64 libdevi
 #include <type_traits>
 
 #include "common/cuda_utils.cuh"
+#include "common/kernel_trace.h"
 
 namespace numgate::softmax {
 namespace {
@@ -541,8 +542,11 @@ cudaError_t backward_launch(const T* y, const T* dy, T* dx, int64_t rows, int64_
   const unsigned grid = static_cast<unsigned>(rows);
   const int kl = static_cast<int>(k_len);
   const acc_t<T> sf = static_cast<acc_t<T>>(scale);
+  using kernel_trace::Launcher;
   if (block_threads != 0) {  // the test hook backward_with_block
     if (max_units > block_threads) return cudaErrorInvalidValue;
+    if (block_threads != 32 && block_threads != 64 && block_threads != NT) return cudaErrorInvalidValue;
+    kernel_trace::record(Launcher::softmax_backward, "forced");
     switch (block_threads) {
       case 32: backward_cached_kernel<T, 1, kBwdStream, 32><<<grid, 32, 0, stream>>>(y, dy, dx, kl, sf, bm); break;
       case 64: backward_cached_kernel<T, 1, kBwdStream, 64><<<grid, 64, 0, stream>>>(y, dy, dx, kl, sf, bm); break;
@@ -554,14 +558,29 @@ cudaError_t backward_launch(const T* y, const T* dy, T* dx, int64_t rows, int64_
   // Rows of at most 64 units: the narrowest block that holds them, one unit per thread
   // (bitwise the 128-thread block's dx: the dropped threads' +0 entries in block_sum's
   // fixed tree are the same leaves either way), more rows in flight per SM.
-  if (max_units <= 32) backward_cached_kernel<T, 1, kBwdStream, 32><<<grid, 32, 0, stream>>>(y, dy, dx, kl, sf, bm);
-  else if (max_units <= 64) backward_cached_kernel<T, 1, kBwdStream, 64><<<grid, 64, 0, stream>>>(y, dy, dx, kl, sf, bm);
-  else if (max_units <= 1 * NT) backward_cached_kernel<T, 1, kBwdStream, NT><<<grid, NT, 0, stream>>>(y, dy, dx, kl, sf, bm);
-  else if (max_units <= 2 * NT) backward_cached_kernel<T, 2, kBwdStream, NT><<<grid, NT, 0, stream>>>(y, dy, dx, kl, sf, bm);
-  else if (max_units <= 4 * NT) backward_cached_kernel<T, 4, kBwdStream, NT><<<grid, NT, 0, stream>>>(y, dy, dx, kl, sf, bm);
-  else if (max_units <= kBwdCacheUnits * NT)
+  static_assert(NT == 128 && kBwdCacheUnits == 8, "the recorded kernel names below spell these");
+  if (max_units <= 32) {
+    kernel_trace::record(Launcher::softmax_backward, "cached_32");
+    backward_cached_kernel<T, 1, kBwdStream, 32><<<grid, 32, 0, stream>>>(y, dy, dx, kl, sf, bm);
+  } else if (max_units <= 64) {
+    kernel_trace::record(Launcher::softmax_backward, "cached_64");
+    backward_cached_kernel<T, 1, kBwdStream, 64><<<grid, 64, 0, stream>>>(y, dy, dx, kl, sf, bm);
+  } else if (max_units <= 1 * NT) {
+    kernel_trace::record(Launcher::softmax_backward, "cached_128x1");
+    backward_cached_kernel<T, 1, kBwdStream, NT><<<grid, NT, 0, stream>>>(y, dy, dx, kl, sf, bm);
+  } else if (max_units <= 2 * NT) {
+    kernel_trace::record(Launcher::softmax_backward, "cached_128x2");
+    backward_cached_kernel<T, 2, kBwdStream, NT><<<grid, NT, 0, stream>>>(y, dy, dx, kl, sf, bm);
+  } else if (max_units <= 4 * NT) {
+    kernel_trace::record(Launcher::softmax_backward, "cached_128x4");
+    backward_cached_kernel<T, 4, kBwdStream, NT><<<grid, NT, 0, stream>>>(y, dy, dx, kl, sf, bm);
+  } else if (max_units <= kBwdCacheUnits * NT) {
+    kernel_trace::record(Launcher::softmax_backward, "cached_128x8");
     backward_cached_kernel<T, kBwdCacheUnits, kBwdStream, NT><<<grid, NT, 0, stream>>>(y, dy, dx, kl, sf, bm);
-  else backward_kernel<T><<<grid, kThreads, 0, stream>>>(y, dy, dx, kl, sf, bm);
+  } else {
+    kernel_trace::record(Launcher::softmax_backward, "two_sweep");
+    backward_kernel<T><<<grid, kThreads, 0, stream>>>(y, dy, dx, kl, sf, bm);
+  }
   return cudaGetLastError();
 }
 
@@ -587,8 +606,12 @@ cudaError_t forward_impl(const T* x, const T* mask, T* y, int64_t rows, int64_t 
   const unsigned grid = static_cast<unsigned>(rows);
   const int kl = static_cast<int>(k_len);
   const acc_t<T> sf = static_cast<acc_t<T>>(scale);
-  if (block_threads != 0) {
+  using kernel_trace::Launcher;
+  if (block_threads != 0) {  // the test hook forward_with_block
     if (max_units > block_threads) return cudaErrorInvalidValue;
+    if (block_threads != 32 && block_threads != 64 && block_threads != 128 && block_threads != kThreads)
+      return cudaErrorInvalidValue;
+    kernel_trace::record(Launcher::softmax_forward, "forced");
     switch (block_threads) {
       case 32: forward_cached_kernel<T, 1, 32><<<grid, 32, 0, stream>>>(x, mask, y, q_len, kl, sf, mask_mode, row_offset); break;
       case 64: forward_cached_kernel<T, 1, 64><<<grid, 64, 0, stream>>>(x, mask, y, q_len, kl, sf, mask_mode, row_offset); break;
@@ -602,23 +625,33 @@ cudaError_t forward_impl(const T* x, const T* mask, T* y, int64_t rows, int64_t 
   // threads): more rows in flight per SM for short rows, and bitwise the 256-thread
   // block's results (the threads it drops hold no unit: their +0 / -inf entries in the
   // block reductions' fixed trees are the same leaves either way).
-  if (max_units <= 32)
+  static_assert(kThreads == 256 && kCacheUnits == 8, "the recorded kernel names below spell these");
+  if (max_units <= 32) {
+    kernel_trace::record(Launcher::softmax_forward, "cached_32");
     forward_cached_kernel<T, 1, 32><<<grid, 32, 0, stream>>>(x, mask, y, q_len, kl, sf, mask_mode, row_offset);
-  else if (max_units <= 64)
+  } else if (max_units <= 64) {
+    kernel_trace::record(Launcher::softmax_forward, "cached_64");
     forward_cached_kernel<T, 1, 64><<<grid, 64, 0, stream>>>(x, mask, y, q_len, kl, sf, mask_mode, row_offset);
-  else if (max_units <= 128)
+  } else if (max_units <= 128) {
+    kernel_trace::record(Launcher::softmax_forward, "cached_128");
     forward_cached_kernel<T, 1, 128><<<grid, 128, 0, stream>>>(x, mask, y, q_len, kl, sf, mask_mode, row_offset);
-  else if (max_units <= 1 * kThreads)
+  } else if (max_units <= 1 * kThreads) {
+    kernel_trace::record(Launcher::softmax_forward, "cached_256x1");
     forward_cached_kernel<T, 1><<<grid, kThreads, 0, stream>>>(x, mask, y, q_len, kl, sf, mask_mode, row_offset);
-  else if (max_units <= 2 * kThreads)
+  } else if (max_units <= 2 * kThreads) {
+    kernel_trace::record(Launcher::softmax_forward, "cached_256x2");
     forward_cached_kernel<T, 2><<<grid, kThreads, 0, stream>>>(x, mask, y, q_len, kl, sf, mask_mode, row_offset);
-  else if (max_units <= 4 * kThreads)
+  } else if (max_units <= 4 * kThreads) {
+    kernel_trace::record(Launcher::softmax_forward, "cached_256x4");
     forward_cached_kernel<T, 4><<<grid, kThreads, 0, stream>>>(x, mask, y, q_len, kl, sf, mask_mode, row_offset);
-  else if (max_units <= kCacheUnits * kThreads)
+  } else if (max_units <= kCacheUnits * kThreads) {
+    kernel_trace::record(Launcher::softmax_forward, "cached_256x8");
     forward_cached_kernel<T, kCacheUnits><<<grid, kThreads, 0, stream>>>(x, mask, y, q_len, kl, sf, mask_mode,
                                                                           row_offset);
-  else
+  } else {
+    kernel_trace::record(Launcher::softmax_forward, "two_sweep");
     forward_kernel<T><<<grid, kThreads, 0, stream>>>(x, mask, y, q_len, kl, sf, mask_mode, row_offset);
+  }
   return cudaGetLastError();
 }
 

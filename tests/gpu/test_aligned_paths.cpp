@@ -33,7 +33,9 @@
 // anchored at a) compute each element by the same operations (glu_kernels.cu); with a and b
 // aligned and only the outputs one element off 16 bytes the general kernel runs, and every
 // output must be bitwise the aligned launch's. Mutant: the general launch with b's last
-// element changed must be told apart (at that element only).
+// element changed must be told apart (at that element only). The launchers' records
+// (common/kernel_trace.h) must say "aligned" for the aligned launch and "general" for the
+// other, forward and backward.
 //
 // Softmax (SoftmaxBlockWidth). Rows of at most 128 16-byte units take a forward block of
 // one unit per thread, the narrowest of 32, 64, 128 threads that holds the row (256 beyond),
@@ -45,6 +47,9 @@
 // forward_with_block(256), and dx of backward() BITWISE dx of backward_with_block(128).
 // Mutant: the wide launch with x (forward) or dy (backward) changed at the last row's
 // first element must be told apart, first in that row (rows longer than one element).
+// forward() and backward() must have recorded the narrow kernel the rule names
+// ("cached_32", "cached_64", "cached_128" forward / "cached_128x1" backward): a launcher that
+// took the wide block everywhere would otherwise compare it with itself.
 //
 // Softmax causal backward (SoftmaxCausalBackward). In mask mode 1 the backward takes y as
 // +0 without reading it in the 16-byte units wholly past a row's causal limit (softmax.cuh).
@@ -420,16 +425,19 @@ TEST(NormBackwardPaths, LayernormWarpRowsAndRingKernelsGiveTheSameBits) {
 enum class Glu { swiglu, geglu_erf, geglu_tanh };
 
 /// Forward y and backward da, db of one GLU launch pair with a, b, dy aligned and the
-/// outputs `out_offset` elements off a 16-byte boundary.
+/// outputs `out_offset` elements off a 16-byte boundary; `kernels` gets the kernels the
+/// forward and the backward launcher recorded (common/kernel_trace.h), as "forward/backward".
 template <class T>
 std::vector<std::vector<unsigned char>> glu_launch(Glu g, const std::vector<T>& a, const std::vector<T>& b,
-                                                  const std::vector<T>& gy, int out_offset) {
+                                                  const std::vector<T>& gy, int out_offset, std::string& kernels) {
   const std::size_t n = a.size();
   Placed<T> da_in(n, 0), db_in(n, 0), dg(n, 0), y(n, out_offset), da(n, out_offset), db(n, out_offset);
   da_in.put(a);
   db_in.put(b);
   dg.put(gy);
   const std::int64_t nn = static_cast<std::int64_t>(n);
+  kernel_trace::record(Launcher::glu_forward, "");
+  kernel_trace::record(Launcher::glu_backward, "");
   cudaError_t e1, e2;
   if (g == Glu::swiglu) {
     e1 = glu::swiglu_forward<T>(da_in.p, db_in.p, y.p, nn, 0);
@@ -441,6 +449,7 @@ std::vector<std::vector<unsigned char>> glu_launch(Glu g, const std::vector<T>& 
   }
   if (e1 != cudaSuccess || e2 != cudaSuccess) throw std::runtime_error("GLU launch failed");
   if (cudaDeviceSynchronize() != cudaSuccess) throw std::runtime_error("GLU kernel failed");
+  kernels = std::string(kernel_trace::last(Launcher::glu_forward)) + "/" + kernel_trace::last(Launcher::glu_backward);
   return {y.get(), da.get(), db.get()};
 }
 
@@ -455,8 +464,13 @@ void check_glu(Glu g, const char* name, const char* dtype) {
       b[i] = from_double<T>(2.0 * rng.symmetric());
       gy[i] = from_double<T>(rng.symmetric());
     }
-    const auto al = glu_launch<T>(g, a, b, gy, 0);
-    const auto gen = glu_launch<T>(g, a, b, gy, 1);
+    std::string k_al, k_gen, k_mut;
+    const auto al = glu_launch<T>(g, a, b, gy, 0, k_al);
+    const auto gen = glu_launch<T>(g, a, b, gy, 1, k_gen);
+    // The comparison means the aligned kernels against the general ones.
+    EXPECT_EQ(k_al, "aligned/aligned") << name << " " << dtype << " n = " << n << ": the aligned launch's kernels";
+    EXPECT_EQ(k_gen, "general/general") << name << " " << dtype << " n = " << n
+                                        << ": the launch with the outputs one element off 16 bytes";
     for (int t = 0; t < 3; ++t) {
       const std::int64_t d = first_difference(al[t], gen[t], sizeof(T));
       EXPECT_EQ(d, -1) << name << " " << dtype << " n = " << n << ": " << outs[t]
@@ -467,7 +481,7 @@ void check_glu(Glu g, const char* name, const char* dtype) {
     // (= dy act(a)) nowhere.
     std::vector<T> bm = b;
     bm[n - 1] = from_double<T>(static_cast<double>(static_cast<float>(b[n - 1])) > 0.0 ? -0.75 : 0.75);
-    const auto mut = glu_launch<T>(g, a, bm, gy, 1);
+    const auto mut = glu_launch<T>(g, a, bm, gy, 1, k_mut);
     EXPECT_EQ(first_difference(al[0], mut[0], sizeof(T)), static_cast<std::int64_t>(n - 1))
         << name << " " << dtype << " n = " << n << ": the changed b element was not found in y (the comparison is blind)";
     EXPECT_EQ(first_difference(al[2], mut[2], sizeof(T)), -1)
@@ -504,6 +518,15 @@ std::int64_t softmax_units(std::int64_t k_len) {
                                                                    : (k_len + 2 * (vec - 1)) / vec;
 }
 
+/// The narrow kernel the softmax launchers must take for a row of `units` (at most 128):
+/// forward one unit per thread in 32, 64 or 128 threads, backward in 32, 64 or 128 threads
+/// (the names the launchers record, common/kernel_trace.h).
+std::string softmax_narrow_kernel(std::int64_t units, bool backward) {
+  if (units <= 32) return "cached_32";
+  if (units <= 64) return "cached_64";
+  return backward ? "cached_128x1" : "cached_128";
+}
+
 template <class T>
 void check_softmax_width(const char* dtype) {
   constexpr std::int64_t rows = 37, q_len = 37;
@@ -534,17 +557,25 @@ void check_softmax_width(const char* dtype) {
                           : softmax::forward_with_block<T>(width, dx_in.p, dmask.p, y, rows, q_len, k_len, scale,
                                                            mask_mode, 0, 0);
       };
+      kernel_trace::record(Launcher::softmax_forward, "");
       ASSERT_EQ(fwd(0, y_narrow.p), cudaSuccess) << where;
+      // The comparison means the narrow block against the 256-thread one.
+      EXPECT_EQ(std::string(kernel_trace::last(Launcher::softmax_forward)), softmax_narrow_kernel(units, false))
+          << where << ": the kernel forward() took";
       ASSERT_EQ(fwd(256, y_wide.p), cudaSuccess) << where;
+      EXPECT_STREQ(kernel_trace::last(Launcher::softmax_forward), "forced") << where;
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << where;
       const auto yn = y_narrow.get(), yw = y_wide.get();
       EXPECT_EQ(first_difference(yn, yw, sizeof(T)), -1) << where << ": y of the narrow and the 256-thread block differ";
       // Backward from the forward's y.
       const bool bwd_hook = units <= 128;
       if (bwd_hook) {
+        kernel_trace::record(Launcher::softmax_backward, "");
         ASSERT_EQ(softmax::backward<T>(y_narrow.p, ddy.p, dx_narrow.p, rows, q_len, k_len, scale, mask_mode, 0, 0),
                   cudaSuccess)
             << where;
+        EXPECT_EQ(std::string(kernel_trace::last(Launcher::softmax_backward)), softmax_narrow_kernel(units, true))
+            << where << ": the kernel backward() took";
         ASSERT_EQ(softmax::backward_with_block<T>(128, y_narrow.p, ddy.p, dx_wide.p, rows, q_len, k_len, scale, mask_mode,
                                                     0, 0),
                   cudaSuccess)
