@@ -659,6 +659,19 @@ def make_ops(torch, F, liger, ce_ignored_every=0):
     }
 
 
+def git_env():
+    """os.environ without the variables that point git at a repository (GIT_DIR,
+    GIT_WORK_TREE, GIT_INDEX_FILE, ...: `git rev-parse --local-env-vars`), which git exports to
+    hooks and some CI runners set: git must find the repository from the folder it is given."""
+    try:
+        r = subprocess.run(["git", "rev-parse", "--local-env-vars"], capture_output=True, text=True, timeout=10)
+        names = set(r.stdout.split()) if r.returncode == 0 else set()
+    except (OSError, subprocess.SubprocessError):
+        names = set()
+    names |= {"GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_COMMON_DIR"}
+    return {k: v for k, v in os.environ.items() if k not in names}
+
+
 def liger_commit(src):
     """HEAD of the Liger-Kernel checkout whose src/ is src (the folder holding
     liger_kernel/), with "-dirty" appended when its tracked files are modified (the script's
@@ -667,8 +680,10 @@ def liger_commit(src):
     of numgate's, would otherwise report that repository's commit) or git cannot say (its
     message is printed)."""
 
+    env = git_env()
+
     def git(*args):
-        r = subprocess.run(["git", "-C", src, *args], capture_output=True, text=True, timeout=10)
+        r = subprocess.run(["git", "-C", src, *args], capture_output=True, text=True, timeout=10, env=env)
         if r.returncode != 0 and r.stderr.strip():
             print(f"bench_peers: liger commit not recorded: git {' '.join(args)}: {r.stderr.strip()}",
                   file=sys.stderr)
@@ -721,7 +736,7 @@ def main():
     try:
         import torch
         import torch.nn.functional as F
-    except ImportError as e:
+    except (ImportError, OSError) as e:  # OSError: a torch whose shared libraries fail to load
         die(f"PyTorch cannot be imported ({e}): the peers are timed with PyTorch and Triton (the GPU "
             f"machine's python3 has both)", EXIT_NO_DEVICE)
 

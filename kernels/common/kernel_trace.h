@@ -32,9 +32,10 @@ enum class Launcher {
 };
 
 /// Records `kernel` (a string literal) as the last choice of `launcher` on this host thread.
-/// A call that returns before choosing (arguments refused with cudaErrorInvalidValue, or
-/// nothing to launch) leaves the record as it was: a test clears it first with
-/// record(launcher, "").
+/// A call that returns before choosing (its argument checks refuse it with
+/// cudaErrorInvalidValue, or there is nothing to launch) leaves the record as it was, so a
+/// test clears it first with record(launcher, ""); row_norm's "refused" is a choice (a
+/// LayerNorm row too long for the cache), recorded before it returns cudaErrorInvalidValue.
 void record(Launcher launcher, const char* kernel) noexcept;
 
 /// The kernel `launcher` last chose on this host thread; "" if it chose none yet.

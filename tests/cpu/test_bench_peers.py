@@ -31,10 +31,20 @@ import bench_peers  # noqa: E402
 HAVE_GIT = shutil.which("git") is not None
 
 
+def setUpModule():
+    # Run from a git hook or a CI runner, GIT_DIR / GIT_WORK_TREE / GIT_INDEX_FILE ... may be
+    # set: the miniature repositories below must not commit into that repository, and
+    # liger_commit (run in this process) must not read it.
+    if HAVE_GIT:
+        for k in set(os.environ) - set(bench_peers.git_env()):
+            del os.environ[k]
+
+
 def git(cwd, *args):
     env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t",
                GIT_COMMITTER_EMAIL="t@t", GIT_CONFIG_GLOBAL=os.devnull, GIT_CONFIG_NOSYSTEM="1")
-    r = subprocess.run(["git", "-C", cwd, *args], capture_output=True, text=True, env=env, check=True)
+    r = subprocess.run(["git", "-C", cwd, "-c", "commit.gpgsign=false", *args], capture_output=True, text=True,
+                       env=env, check=True)
     return r.stdout.strip()
 
 
@@ -44,12 +54,13 @@ def write(path, text):
         f.write(text)
 
 
-def make_liger(top, layout_src=True):
+def make_liger(top, layout_src=True, version=1):
     """A miniature Liger-Kernel checkout at top (liger_kernel/ under src/ or at the top),
-    committed; returns (the src folder main() would pass, HEAD)."""
+    committed (another `version`, another commit); returns (the src folder main() would
+    pass, HEAD)."""
     src = os.path.join(top, "src") if layout_src else top
     write(os.path.join(src, "liger_kernel", "ops", "__init__.py"), "from .rms_norm import *\n")
-    write(os.path.join(src, "liger_kernel", "ops", "rms_norm.py"), "x = 1\n")
+    write(os.path.join(src, "liger_kernel", "ops", "rms_norm.py"), f"x = {version}\n")
     git(top, "init", "-q")
     git(top, "add", "-A")
     git(top, "commit", "-q", "-m", "liger")
@@ -109,6 +120,21 @@ class LigerCommit(unittest.TestCase):
         src = os.path.join(outer, ".deps", "liger", "src")
         write(os.path.join(src, "liger_kernel", "ops", "__init__.py"), "")
         self.assertIsNone(quiet(bench_peers.liger_commit, src)[0])
+
+    def test_a_repository_named_by_git_dir_is_not_read(self):
+        # GIT_DIR set (as git sets it for hooks) must not replace the checkout src is in.
+        src, head = make_liger(os.path.join(self.tmp, "Liger-Kernel"))
+        _, other = make_liger(os.path.join(self.tmp, "other"), version=2)
+        saved = os.environ.get("GIT_DIR")
+        os.environ["GIT_DIR"] = os.path.join(self.tmp, "other", ".git")
+        try:
+            self.assertEqual(quiet(bench_peers.liger_commit, src)[0], head)
+        finally:
+            if saved is None:
+                del os.environ["GIT_DIR"]
+            else:
+                os.environ["GIT_DIR"] = saved
+        self.assertNotEqual(head, other)
 
     def test_no_repository_records_no_commit_and_says_why(self):
         src = os.path.join(self.tmp, "plain", "src")

@@ -47,9 +47,10 @@
 // forward_with_block(256), and dx of backward() BITWISE dx of backward_with_block(128).
 // Mutant: the wide launch with x (forward) or dy (backward) changed at the last row's
 // first element must be told apart, first in that row (rows longer than one element).
-// forward() and backward() must have recorded the narrow kernel the rule names
-// ("cached_32", "cached_64", "cached_128" forward / "cached_128x1" backward): a launcher that
-// took the wide block everywhere would otherwise compare it with itself.
+// forward() and backward() must have recorded the narrow kernel the rule names ("cached_32"
+// or "cached_64" both ways, then "cached_128" forward, "cached_128x1" backward) and the hooks
+// "forced": a launcher that took the wide block everywhere would otherwise compare it with
+// itself.
 //
 // Softmax causal backward (SoftmaxCausalBackward). In mask mode 1 the backward takes y as
 // +0 without reading it in the 16-byte units wholly past a row's causal limit (softmax.cuh).
@@ -482,6 +483,7 @@ void check_glu(Glu g, const char* name, const char* dtype) {
     std::vector<T> bm = b;
     bm[n - 1] = from_double<T>(static_cast<double>(static_cast<float>(b[n - 1])) > 0.0 ? -0.75 : 0.75);
     const auto mut = glu_launch<T>(g, a, bm, gy, 1, k_mut);
+    EXPECT_EQ(k_mut, "general/general") << name << " " << dtype << " n = " << n << ": the mutant launch's kernels";
     EXPECT_EQ(first_difference(al[0], mut[0], sizeof(T)), static_cast<std::int64_t>(n - 1))
         << name << " " << dtype << " n = " << n << ": the changed b element was not found in y (the comparison is blind)";
     EXPECT_EQ(first_difference(al[2], mut[2], sizeof(T)), -1)
