@@ -663,12 +663,8 @@ def git_env():
     """os.environ without the variables that point git at a repository (GIT_DIR,
     GIT_WORK_TREE, GIT_INDEX_FILE, ...: `git rev-parse --local-env-vars`), which git exports to
     hooks and some CI runners set: git must find the repository from the folder it is given."""
-    try:
-        r = subprocess.run(["git", "rev-parse", "--local-env-vars"], capture_output=True, text=True, timeout=10)
-        names = set(r.stdout.split()) if r.returncode == 0 else set()
-    except (OSError, subprocess.SubprocessError):
-        names = set()
-    names |= {"GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_COMMON_DIR"}
+    r = subprocess.run(["git", "rev-parse", "--local-env-vars"], capture_output=True, text=True, timeout=10)
+    names = set(r.stdout.split()) if r.returncode == 0 else set()
     return {k: v for k, v in os.environ.items() if k not in names}
 
 
@@ -680,8 +676,6 @@ def liger_commit(src):
     of numgate's, would otherwise report that repository's commit) or git cannot say (its
     message is printed)."""
 
-    env = git_env()
-
     def git(*args):
         r = subprocess.run(["git", "-C", src, *args], capture_output=True, text=True, timeout=10, env=env)
         if r.returncode != 0 and r.stderr.strip():
@@ -690,6 +684,7 @@ def liger_commit(src):
         return r.stdout.splitlines() if r.returncode == 0 else []
 
     try:
+        env = git_env()
         here = os.path.realpath(src)
         top_head = git("rev-parse", "--show-toplevel", "HEAD")
         if len(top_head) != 2 or os.path.realpath(top_head[0]) not in (here, os.path.dirname(here)):

@@ -7,8 +7,9 @@
 // the record after each launch, so a launcher that stopped choosing the kernel a test
 // means to compare fails the test instead of comparing a kernel with itself.
 //
-// Host only (no CUDA types): the record is written when the launcher chose, before the
-// launch, and holds a string literal of the launcher (never freed). "" before any launch.
+// Host only (no CUDA types): the record is written on the host by the call that launched
+// (no device synchronization) and holds a string literal of the launcher (never freed).
+// "" before any launch.
 #pragma once
 
 namespace numgate::kernel_trace {

@@ -545,14 +545,13 @@ cudaError_t backward_launch(const T* y, const T* dy, T* dx, int64_t rows, int64_
   using kernel_trace::Launcher;
   if (block_threads != 0) {  // the test hook backward_with_block
     if (max_units > block_threads) return cudaErrorInvalidValue;
-    if (block_threads != 32 && block_threads != 64 && block_threads != NT) return cudaErrorInvalidValue;
-    kernel_trace::record(Launcher::softmax_backward, "forced");
     switch (block_threads) {
       case 32: backward_cached_kernel<T, 1, kBwdStream, 32><<<grid, 32, 0, stream>>>(y, dy, dx, kl, sf, bm); break;
       case 64: backward_cached_kernel<T, 1, kBwdStream, 64><<<grid, 64, 0, stream>>>(y, dy, dx, kl, sf, bm); break;
       case NT: backward_cached_kernel<T, 1, kBwdStream, NT><<<grid, NT, 0, stream>>>(y, dy, dx, kl, sf, bm); break;
       default: return cudaErrorInvalidValue;
     }
+    kernel_trace::record(Launcher::softmax_backward, "forced");
     return cudaGetLastError();
   }
   // Rows of at most 64 units: the narrowest block that holds them, one unit per thread
@@ -609,9 +608,6 @@ cudaError_t forward_impl(const T* x, const T* mask, T* y, int64_t rows, int64_t 
   using kernel_trace::Launcher;
   if (block_threads != 0) {  // the test hook forward_with_block
     if (max_units > block_threads) return cudaErrorInvalidValue;
-    if (block_threads != 32 && block_threads != 64 && block_threads != 128 && block_threads != kThreads)
-      return cudaErrorInvalidValue;
-    kernel_trace::record(Launcher::softmax_forward, "forced");
     switch (block_threads) {
       case 32: forward_cached_kernel<T, 1, 32><<<grid, 32, 0, stream>>>(x, mask, y, q_len, kl, sf, mask_mode, row_offset); break;
       case 64: forward_cached_kernel<T, 1, 64><<<grid, 64, 0, stream>>>(x, mask, y, q_len, kl, sf, mask_mode, row_offset); break;
@@ -619,6 +615,7 @@ cudaError_t forward_impl(const T* x, const T* mask, T* y, int64_t rows, int64_t 
       case kThreads: forward_cached_kernel<T, 1><<<grid, kThreads, 0, stream>>>(x, mask, y, q_len, kl, sf, mask_mode, row_offset); break;
       default: return cudaErrorInvalidValue;
     }
+    kernel_trace::record(Launcher::softmax_forward, "forced");
     return cudaGetLastError();
   }
   // Rows of one unit per thread take the narrowest block that holds them (32, 64 or 128

@@ -5,6 +5,7 @@
 // (two threads launching at once must not see each other's choices).
 #include <gtest/gtest.h>
 
+#include <iterator>
 #include <string>
 #include <thread>
 
@@ -15,15 +16,15 @@ namespace {
 
 constexpr Launcher kAll[] = {Launcher::row_norm_forward, Launcher::row_norm_backward, Launcher::glu_forward,
                              Launcher::glu_backward,     Launcher::softmax_forward,   Launcher::softmax_backward};
-static_assert(sizeof(kAll) / sizeof(kAll[0]) == static_cast<int>(Launcher::count_), "kAll lists every launcher");
+static_assert(std::size(kAll) == static_cast<std::size_t>(Launcher::count_), "kAll lists every launcher");
 
 TEST(KernelTrace, AFreshThreadHasRecordedNothing) {
-  std::string seen[sizeof(kAll) / sizeof(kAll[0])];
+  std::string seen[std::size(kAll)];
   std::thread t([&] {
-    for (std::size_t i = 0; i < sizeof(kAll) / sizeof(kAll[0]); ++i) seen[i] = last(kAll[i]);
+    for (std::size_t i = 0; i < std::size(kAll); ++i) seen[i] = last(kAll[i]);
   });
   t.join();
-  for (std::size_t i = 0; i < sizeof(kAll) / sizeof(kAll[0]); ++i)
+  for (std::size_t i = 0; i < std::size(kAll); ++i)
     EXPECT_EQ(seen[i], "") << "launcher " << i << " of a thread that never launched";
 }
 
