@@ -44,8 +44,11 @@
 // rotation continuing, no events) while CUPTI records the GPU activities (kernels, memsets)
 // they run; kernel_us = their summed durations / launches: GPU time only, no launch gaps
 // and no event overhead, the method by which tools/bench_peers.py times torch.compile and
-// Liger-Kernel (PyTorch's profiler reads the same CUPTI records). Without CUPTI in the
-// build (CMake: CUDA::cupti) the line has event times only and says so.
+// Liger-Kernel (PyTorch's profiler reads the same CUPTI records). That is a mean; the JSON
+// also has the median of one launch's summed durations and the window's wall time per
+// launch (summarize_kernel_clock), and the line names the median where it differs by more
+// than 1%, and the window where it is shorter than the kernel time (activities overlapping).
+// Without CUPTI in the build (CMake: CUDA::cupti) the line has event times only and says so.
 //
 // Peers (--peers FILE, tools/bench_peers.py's JSON): after the timing, one "peer" line per
 // timed line with the fastest peer of the same semantics at its op, pass, dtype, shape and
@@ -399,12 +402,15 @@ FillType fill_type(numgate::DType d) {
 }
 
 void print_line(const BenchCase& bc, const std::string& pass, const std::string& variant, const Timing& t,
-                double kernel_us, double bytes, int64_t rows, const Device& dev, numgate::bench::Results& res) {
+                const numgate::bench::KernelClockStats& kc, double bytes, int64_t rows, const Device& dev,
+                numgate::bench::Results& res) {
   numgate::bench::Line l;
   l.op = bc.op;
   l.pass = pass;
   l.variant = variant;
-  l.kernel_us = kernel_us;
+  l.kernel_us = kc.mean_us;
+  l.kernel_median_us = kc.median_us;
+  l.kernel_span_us = kc.span_us;
   for (const auto& [k, v] : bc.spec.params) l.params[k] = v;
   l.case_name = bc.name;
   l.dtype = bc.spec.dtype;
@@ -529,18 +535,19 @@ void run_case(const BenchCase& bc, const Device& dev, const Options& opt, cudaSt
     const Timing tm = time_launches(stream, opt.warmup, opt.iters, launch);
     // The kernel clock: the same launches again, continuing the rotation, without events,
     // their GPU activity summed by CUPTI (the peers' method) and divided by the launches.
-    double kernel_us = -1;
+    numgate::bench::KernelClockStats kc;
     if (res.kernel_clock == "cupti") {
       BENCH_CUDA(cudaStreamSynchronize(stream));
       numgate::bench::KernelClock::begin();
       for (int i = 0; i < opt.iters; ++i) launch(opt.warmup + opt.iters + i);
       BENCH_CUDA(cudaStreamSynchronize(stream));
-      long count = 0;
-      kernel_us = numgate::bench::KernelClock::end_us(&count) / opt.iters;
-      if (count < opt.iters) throw std::runtime_error(strf("kernel clock: %ld activities recorded for %d launches of %s %s",
-                                                            count, opt.iters, bc.op.c_str(), tp.name.c_str()));
+      const std::vector<numgate::bench::Activity> acts = numgate::bench::KernelClock::end();
+      if (acts.size() < static_cast<std::size_t>(opt.iters))
+        throw std::runtime_error(strf("kernel clock: %zu activities recorded for %d launches of %s %s", acts.size(),
+                                      opt.iters, bc.op.c_str(), tp.name.c_str()));
+      kc = numgate::bench::summarize_kernel_clock(acts, opt.iters);
     }
-    print_line(bc, tp.name, variant, tm, kernel_us, bytes, rows, dev, res);
+    print_line(bc, tp.name, variant, tm, kc, bytes, rows, dev, res);
   };
   for (const auto& pass : desc.passes) time_pass(target.pass(pass.name), "");
   for (const numgate::TargetOp* v : variants)

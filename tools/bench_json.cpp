@@ -1,5 +1,6 @@
 #include "bench_json.h"
 
+#include <algorithm>
 #include <cctype>
 #include <climits>
 #include <cmath>
@@ -197,6 +198,36 @@ std::string peer_summary_line(const PeerSummary& s) {
               s.won, s.won + s.lost, s.lost, s.event_won, s.no_peer);
 }
 
+KernelClockStats summarize_kernel_clock(std::vector<Activity> activities, int launches) {
+  if (launches < 1) throw std::invalid_argument(strf("summarize_kernel_clock: launches = %d, expected >= 1", launches));
+  KernelClockStats st;
+  if (activities.empty()) return st;
+  for (const Activity& a : activities)
+    if (a.end_ns < a.start_ns)
+      throw std::invalid_argument(strf("summarize_kernel_clock: an activity ends (%llu ns) before it starts (%llu ns)",
+                                       static_cast<unsigned long long>(a.end_ns),
+                                       static_cast<unsigned long long>(a.start_ns)));
+  std::stable_sort(activities.begin(), activities.end(),
+                   [](const Activity& x, const Activity& y) { return x.start_ns < y.start_ns; });
+  double total_ns = 0;
+  std::uint64_t last_end = 0;
+  for (const Activity& a : activities) {
+    total_ns += static_cast<double>(a.end_ns - a.start_ns);
+    last_end = std::max(last_end, a.end_ns);
+  }
+  st.mean_us = total_ns / 1e3 / launches;
+  st.span_us = static_cast<double>(last_end - activities.front().start_ns) / 1e3 / launches;
+  const std::size_t n = static_cast<std::size_t>(launches);
+  if (activities.size() % n != 0) return st;
+  const std::size_t per = activities.size() / n;
+  std::vector<double> sums(n, 0.0);
+  for (std::size_t i = 0; i < activities.size(); ++i)
+    sums[i / per] += static_cast<double>(activities[i].end_ns - activities[i].start_ns) / 1e3;
+  std::sort(sums.begin(), sums.end());
+  st.median_us = n % 2 ? sums[n / 2] : 0.5 * (sums[n / 2 - 1] + sums[n / 2]);
+  return st;
+}
+
 double gbps(const Line& l) { return l.bytes / (l.median_us * 1e3); }
 
 bool latency_bound(const Line& l, const DeviceInfo& d) { return l.rows < d.sm_count; }
@@ -213,7 +244,14 @@ std::string console_line(const Line& l, const DeviceInfo& d) {
   if (latency_bound(l, d))
     suffix += strf(" (latency-bound: %lld rows < %d SMs)", static_cast<long long>(l.rows), d.sm_count);
   const std::string label = lower(l.pass) + (l.variant.empty() ? "" : " [" + l.variant + "]");
-  const std::string kernel = l.kernel_us > 0 ? strf("  kernel %.2f us", l.kernel_us) : "";
+  std::string kernel = l.kernel_us > 0 ? strf("  kernel %.2f us", l.kernel_us) : "";
+  // The kernel time is a mean over launches (the peers' method); say so where one launch's
+  // median differs by more than 1%, or where the summed durations exceed the window's wall
+  // time (overlapping activities or timestamps off: the kernel time is then suspect).
+  if (l.kernel_us > 0 && l.kernel_median_us > 0 && std::fabs(l.kernel_median_us / l.kernel_us - 1.0) > 0.01)
+    kernel += strf(" (per-launch median %.2f us)", l.kernel_median_us);
+  if (l.kernel_us > 0 && l.kernel_span_us > 0 && l.kernel_span_us < l.kernel_us * 0.999)
+    kernel += strf(" (window %.2f us per launch < kernel time: activities overlap)", l.kernel_span_us);
   return strf("bench %-17s %-8s %s [%s]  median %.2f us  min %.2f us%s  %.1f GB/s  "
               "(%.1f%% of D2D copy %.1f GB/s)  case %s\n",
               l.op.c_str(), label.c_str(), std::string(dtype_name(l.dtype)).c_str(),
@@ -256,6 +294,10 @@ nlohmann::ordered_json to_json(const Results& r) {
     e["min_us"] = json_double(l.min_us);
     if (l.kernel_us > 0) e["kernel_us"] = json_double(l.kernel_us);
     else e["kernel_us"] = nullptr;
+    if (l.kernel_us > 0 && l.kernel_median_us > 0) e["kernel_median_us"] = json_double(l.kernel_median_us);
+    else e["kernel_median_us"] = nullptr;
+    if (l.kernel_us > 0 && l.kernel_span_us > 0) e["kernel_span_us"] = json_double(l.kernel_span_us);
+    else e["kernel_span_us"] = nullptr;
     e["bytes"] = json_double(l.bytes);
     e["gbps"] = json_double(g);
     e["fraction_of_d2d"] = json_double(g / r.device.d2d_gbps);

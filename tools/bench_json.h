@@ -30,7 +30,15 @@
 //       "median_us", "min_us": number (microseconds per launch, CUDA events),
 //       "kernel_us": number | null,        GPU time per launch: the summed durations of the
 //                                          kernels and memsets of the timed launches (CUPTI),
-//                                          / launches; null without CUPTI (kernel_clock)
+//                                          / launches (a mean, as the peers are timed); null
+//                                          without CUPTI (kernel_clock)
+//       "kernel_median_us": number | null, the median over launches of one launch's summed
+//                                          durations (null without CUPTI, or when the
+//                                          activities do not split evenly over the launches)
+//       "kernel_span_us": number | null,   (last activity's end - first one's start) /
+//                                          launches: the window's wall time per launch, gaps
+//                                          included; below kernel_us only if activities
+//                                          overlap or their timestamps are off
 //       "bytes": number,                   minimal traffic of one launch (bytes)
 //       "gbps": number,                    bytes / median time / 1e9
 //       "fraction_of_d2d": number,         gbps / d2d_copy_gbps (a ratio, 0.5 = 50 %)
@@ -137,12 +145,34 @@ struct PeerMatch {
   bool won = false;        ///< ratio < 1.005 (prints as <= 1.00)
 };
 
+/// One GPU activity (kernel or memset) of a kernel-clock window: CUPTI's start and end
+/// timestamps, nanoseconds.
+struct Activity {
+  std::uint64_t start_ns = 0, end_ns = 0;
+};
+
+/// What a kernel-clock window of `launches` launches measured (microseconds per launch).
+struct KernelClockStats {
+  double mean_us = -1;    ///< summed durations / launches (kernel_us; the peers' method)
+  double median_us = -1;  ///< median of the per-launch sums; < 0 when not split (below)
+  double span_us = -1;    ///< (last end - first start) / launches; < 0 without activities
+};
+
+/// Summarizes a window: the activities sorted by start are split into `launches`
+/// consecutive groups of equal size (one launch's kernels and memsets each; one stream, so
+/// a launch's activities are consecutive), each group's durations summed. When the count is
+/// not a multiple of `launches` median_us stays -1. Throws std::invalid_argument for
+/// launches < 1 or an activity that ends before it starts.
+KernelClockStats summarize_kernel_clock(std::vector<Activity> activities, int launches);
+
 /// One timed pass of one case.
 struct Line {
   std::string op, pass, case_name;   ///< pass as TargetPass::name ("Forward")
   std::string variant;               ///< "" main target
   std::map<std::string, double> params;  ///< the case's op parameters
   double kernel_us = -1;             ///< CUPTI GPU time per launch; < 0: not measured
+  double kernel_median_us = -1;      ///< KernelClockStats::median_us; < 0: not measured / not split
+  double kernel_span_us = -1;        ///< KernelClockStats::span_us; < 0: not measured
   std::optional<PeerMatch> peer;     ///< set by compare_with_peers
   DType dtype = DType::fp32;
   std::vector<std::int64_t> shape;   ///< the timed shape

@@ -5,6 +5,8 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 #ifdef NUMGATE_HAVE_CUPTI
 #include <cupti.h>
@@ -16,8 +18,7 @@ namespace numgate::bench {
 namespace {
 
 std::mutex g_mu;
-double g_total_ns = 0;
-long g_count = 0;
+std::vector<Activity> g_activities;
 std::size_t g_dropped = 0;
 std::string g_error;
 
@@ -43,12 +44,10 @@ void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t* buffer, 
     }
     if (rec->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || rec->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
       const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(rec);
-      if (k->end > k->start) g_total_ns += static_cast<double>(k->end - k->start);
-      ++g_count;
+      g_activities.push_back({k->start, k->end > k->start ? k->end : k->start});
     } else if (rec->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
       const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(rec);
-      if (m->end > m->start) g_total_ns += static_cast<double>(m->end - m->start);
-      ++g_count;
+      g_activities.push_back({m->start, m->end > m->start ? m->end : m->start});
     }
   }
   std::size_t dropped = 0;
@@ -83,8 +82,7 @@ bool KernelClock::available(std::string* why) {
 void KernelClock::begin() {
   {
     std::lock_guard<std::mutex> lock(g_mu);
-    g_total_ns = 0;
-    g_count = 0;
+    g_activities.clear();
     g_dropped = 0;
     g_error.clear();
   }
@@ -92,15 +90,14 @@ void KernelClock::begin() {
   check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET), "enable memset records");
 }
 
-double KernelClock::end_us(long* count) {
+std::vector<Activity> KernelClock::end() {
   check(cuptiActivityFlushAll(1), "flush");
   check(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "disable kernel records");
   check(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMSET), "disable memset records");
   std::lock_guard<std::mutex> lock(g_mu);
   if (!g_error.empty()) throw std::runtime_error("kernel clock: " + g_error);
   if (g_dropped) throw std::runtime_error("kernel clock: CUPTI dropped " + std::to_string(g_dropped) + " records");
-  if (count) *count = g_count;
-  return g_total_ns / 1e3;
+  return std::move(g_activities);
 }
 
 #else  // no CUPTI in this build
@@ -110,7 +107,7 @@ bool KernelClock::available(std::string* why) {
   return false;
 }
 void KernelClock::begin() { throw std::logic_error("kernel clock: built without CUPTI"); }
-double KernelClock::end_us(long*) { throw std::logic_error("kernel clock: built without CUPTI"); }
+std::vector<Activity> KernelClock::end() { throw std::logic_error("kernel clock: built without CUPTI"); }
 
 #endif
 

@@ -6,6 +6,9 @@
 #pragma once
 
 #include <string>
+#include <vector>
+
+#include "bench_json.h"
 
 namespace numgate::bench {
 
@@ -17,9 +20,10 @@ class KernelClock {
   /// Starts recording kernel and memset activity (call with the stream idle).
   static void begin();
   /// Stops recording after the stream has been synchronized by the caller; returns the
-  /// summed activity durations in microseconds and sets `count` to the number of
-  /// activities recorded. Throws std::runtime_error on a CUPTI error or dropped records.
-  static double end_us(long* count);
+  /// activities recorded since begin() (their start and end timestamps; summarize them
+  /// with summarize_kernel_clock). Throws std::runtime_error on a CUPTI error or dropped
+  /// records.
+  static std::vector<Activity> end();
 };
 
 }  // namespace numgate::bench

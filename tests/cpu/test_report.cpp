@@ -720,6 +720,66 @@ TEST(Bench, ConsoleLineIsTheDocumentedFormat) {
             "(214.3% of D2D copy 4000.0 GB/s)  case c (latency-bound: 100 rows < 132 SMs)\n");
 }
 
+TEST(Bench, KernelClockSplitsTheWindowIntoLaunchesAndKeepsTheMeanAsKernelTime) {
+  // Two activities per launch (a kernel and a memset), three launches, given out of order.
+  const std::vector<bench::Activity> acts = {{3000, 3900}, {1000, 1500}, {0, 100}, {5000, 5100},
+                                             {2000, 2100}, {5200, 5400}};
+  const bench::KernelClockStats st = bench::summarize_kernel_clock(acts, 3);
+  // Per launch: 100 + 500 = 600 ns, 100 + 900 = 1000 ns, 100 + 200 = 300 ns.
+  EXPECT_DOUBLE_EQ(st.mean_us, (0.6 + 1.0 + 0.3) / 3);
+  EXPECT_DOUBLE_EQ(st.median_us, 0.6);
+  EXPECT_DOUBLE_EQ(st.span_us, 5.4 / 3);
+  // Even launches: the mean of the middle two.
+  EXPECT_DOUBLE_EQ(bench::summarize_kernel_clock({{0, 100}, {200, 500}, {600, 1000}, {1000, 1800}}, 4).median_us,
+                   0.35);
+  // Activities that do not split evenly: no median, the mean and window still measured.
+  const bench::KernelClockStats odd = bench::summarize_kernel_clock({{0, 100}, {100, 300}, {300, 400}}, 2);
+  EXPECT_DOUBLE_EQ(odd.mean_us, 0.2);
+  EXPECT_LT(odd.median_us, 0);
+  EXPECT_DOUBLE_EQ(odd.span_us, 0.2);
+  // Overlapping activities: the summed durations exceed the window.
+  const bench::KernelClockStats ov = bench::summarize_kernel_clock({{0, 1000}, {500, 1500}}, 1);
+  EXPECT_DOUBLE_EQ(ov.mean_us, 2.0);
+  EXPECT_DOUBLE_EQ(ov.span_us, 1.5);
+  const bench::KernelClockStats none = bench::summarize_kernel_clock({}, 5);
+  EXPECT_LT(none.mean_us, 0);
+  EXPECT_LT(none.span_us, 0);
+  EXPECT_THROW(bench::summarize_kernel_clock({{0, 1}}, 0), std::invalid_argument);
+  EXPECT_THROW(bench::summarize_kernel_clock({{10, 5}}, 1), std::invalid_argument);
+}
+
+TEST(Bench, ConsoleLineNamesAMedianOrWindowThatDisagreesWithTheKernelTime) {
+  bench::DeviceInfo d{"NVIDIA H200", 60 * 1024 * 1024, 132, 4000.0};
+  bench::Line l = bench_line();
+  l.duplicates = 0;
+  l.scaled_from.clear();
+  l.kernel_us = 200.0;
+  l.kernel_median_us = 201.9;  // within 1%: not named
+  l.kernel_span_us = 205.0;
+  const std::string base = "bench softmax           forward  bf16 [4x8x4096x4096]  median 250.50 us  min 248.25 us";
+  const std::string tail = "  8572.8 GB/s  (214.3% of D2D copy 4000.0 GB/s)  case bf16_1x8x4096x4096_causal_seed40\n";
+  EXPECT_EQ(bench::console_line(l, d), base + "  kernel 200.00 us" + tail);
+  l.kernel_median_us = 190.0;
+  EXPECT_EQ(bench::console_line(l, d), base + "  kernel 200.00 us (per-launch median 190.00 us)" + tail);
+  l.kernel_median_us = 200.0;
+  l.kernel_span_us = 180.0;
+  EXPECT_EQ(bench::console_line(l, d),
+            base + "  kernel 200.00 us (window 180.00 us per launch < kernel time: activities overlap)" + tail);
+  // JSON: both fields, null where not measured.
+  bench::Results r;
+  r.have_device = true;
+  r.device = {"NVIDIA H200", 62914560, 132, 4000.0};
+  bench::Line unmeasured = bench_line();
+  r.lines = {l, unmeasured};
+  const std::string path = fresh_dir("bench_kc") + "/bench.json";
+  bench::write_json(r, path);
+  const json j = json::parse(slurp(path));
+  EXPECT_EQ(j.at("results").at(0).at("kernel_median_us"), 200.0);
+  EXPECT_EQ(j.at("results").at(0).at("kernel_span_us"), 180.0);
+  EXPECT_TRUE(j.at("results").at(1).at("kernel_median_us").is_null());
+  EXPECT_TRUE(j.at("results").at(1).at("kernel_span_us").is_null());
+}
+
 TEST(Bench, JsonHasEveryResultField) {
   bench::Results r;
   r.report = "build/report.json";
