@@ -81,11 +81,11 @@ memcpy, 4270 GB/s in that run; run 20, 2026-12-03, `tools/run.sh`, outputs rotat
   1x512x25600, kernel time, outputs reused), yet Nsight Compute timed it faster than
   Inductor's kernel one launch at a time (caches flushed): 29.6-30.1 against 31.2 us at
   1x512x25600; block sizes 128-1024, a 32-register cap, 2-4 units per thread, L2
-  prefetch-size hints and other load / store orders were all as fast or slower (README, Run
-  24); so were cache hints on loads or stores and residency caps of 1-20 blocks per SM
-  (within 0.15 us or slower), except 5 x 256 threads per SM: 0.27-0.30 us faster at
-  1x512x25600, -0.2 to +0.2 us at 4x512x12288, no more than moving the output buffers does
-  (README, Run 25; not adopted). Inductor's
+  prefetch-size hints and other load / store orders were all as fast or slower
+  (docs/peer-runs.md, Run 24); so were cache hints on loads or stores and residency caps
+  of 1-20 blocks per SM (within 0.15 us or slower), except 5 x 256 threads per SM:
+  0.27-0.30 us faster at 1x512x25600, -0.2 to +0.2 us at 4x512x12288, no more than moving
+  the output buffers does (docs/peer-runs.md, Run 25; not adopted). Inductor's
   kernel there is plain: 16-byte loads and stores without hints, 128 threads, 8 elements
   each. Math per element
   (PTX instructions of the vector path): SiLU 17 forward / 39 backward, erf GELU 37 / 66;

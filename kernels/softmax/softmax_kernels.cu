@@ -70,8 +70,8 @@ device-to-device memcpy, 4272 GB/s):
   backward  2.68 GB, 630 us: 4.26 TB/s, 99% of copy (a 2-read : 1-write stream). Limited by
             DRAM; torch.compile 720-721 us (0.87), and 733.8 us when its graph is given the
             mask (it still reads every y). Before the causal skip: 3.22 GB in 742-745 us,
-            1.03 of torch.compile, after ~25 variants that moved every byte (README.md,
-            "Against torch.compile and Liger-Kernel").
+            1.03 of torch.compile, after ~25 variants that moved every byte (docs/peer-runs.md,
+            the run log of README.md's "Against torch.compile and Liger-Kernel").
 
 Short rows (bf16 causal 1x8x512x512, 4096 rows of 64 units, 4.2 MB each way): one row
 per block, so what limits them is the latency of a row's load-reduce-store chain times
