@@ -216,6 +216,10 @@ KernelClockStats summarize_kernel_clock(std::vector<Activity> activities, int la
     last_end = std::max(last_end, a.end_ns);
   }
   st.mean_us = total_ns / 1e3 / launches;
+  // CUPTI gives start = end = 0 for a record whose timestamps it could not collect: it
+  // counts 0 in the mean (as before), but the window and the launches' groups are unknown.
+  for (const Activity& a : activities)
+    if (a.start_ns == 0 && a.end_ns == 0) return st;
   st.span_us = static_cast<double>(last_end - activities.front().start_ns) / 1e3 / launches;
   const std::size_t n = static_cast<std::size_t>(launches);
   if (activities.size() % n != 0) return st;
@@ -251,7 +255,7 @@ std::string console_line(const Line& l, const DeviceInfo& d) {
   if (l.kernel_us > 0 && l.kernel_median_us > 0 && std::fabs(l.kernel_median_us / l.kernel_us - 1.0) > 0.01)
     kernel += strf(" (per-launch median %.2f us)", l.kernel_median_us);
   if (l.kernel_us > 0 && l.kernel_span_us > 0 && l.kernel_span_us < l.kernel_us * 0.999)
-    kernel += strf(" (window %.2f us per launch < kernel time: activities overlap)", l.kernel_span_us);
+    kernel += strf(" (window %.2f us per launch < kernel time: activities overlap or records off)", l.kernel_span_us);
   return strf("bench %-17s %-8s %s [%s]  median %.2f us  min %.2f us%s  %.1f GB/s  "
               "(%.1f%% of D2D copy %.1f GB/s)  case %s\n",
               l.op.c_str(), label.c_str(), std::string(dtype_name(l.dtype)).c_str(),

@@ -34,11 +34,13 @@
 //                                          without CUPTI (kernel_clock)
 //       "kernel_median_us": number | null, the median over launches of one launch's summed
 //                                          durations (null without CUPTI, or when the
-//                                          activities do not split evenly over the launches)
+//                                          activities do not split evenly over the launches,
+//                                          or a record has no timestamps)
 //       "kernel_span_us": number | null,   (last activity's end - first one's start) /
 //                                          launches: the window's wall time per launch, gaps
 //                                          included; below kernel_us only if activities
-//                                          overlap or their timestamps are off
+//                                          overlap or their timestamps are off (null: a
+//                                          record without timestamps)
 //       "bytes": number,                   minimal traffic of one launch (bytes)
 //       "gbps": number,                    bytes / median time / 1e9
 //       "fraction_of_d2d": number,         gbps / d2d_copy_gbps (a ratio, 0.5 = 50 %)
@@ -161,7 +163,9 @@ struct KernelClockStats {
 /// Summarizes a window: the activities sorted by start are split into `launches`
 /// consecutive groups of equal size (one launch's kernels and memsets each; one stream, so
 /// a launch's activities are consecutive), each group's durations summed. When the count is
-/// not a multiple of `launches` median_us stays -1. Throws std::invalid_argument for
+/// not a multiple of `launches` median_us stays -1. A record without timestamps (start =
+/// end = 0: CUPTI could not collect them) counts 0 in mean_us and leaves median_us and
+/// span_us at -1. Throws std::invalid_argument for
 /// launches < 1 or an activity that ends before it starts.
 KernelClockStats summarize_kernel_clock(std::vector<Activity> activities, int launches);
 

@@ -94,7 +94,7 @@ once + the outputs written once.
     (the statistics sweep reads DRAM at one block's memory-level parallelism, as the
     forward; the gradient sweep writes DRAM at 2 units in flight per thread, with
     ~11 instructions per element, the subnormal-keeping 2^x among them). Measured in run
-    18 and 19 (README): keeping 200 KiB of the row in shared memory (1819 / 1811 us
+    18 and 19 (docs/peer-runs.md): keeping 200 KiB of the row in shared memory (1819 / 1811 us
     without, run 17; 1802 / 1760 us with, run 18), then re-reading the L2 units before the
     kept ones (the figures above); not kept: prefetching 192 KiB of the next row instead of 96 (fused
     1884 us); the whole row in shared memory over a 2-CTA cluster of 512 threads each

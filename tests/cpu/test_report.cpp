@@ -721,14 +721,23 @@ TEST(Bench, ConsoleLineIsTheDocumentedFormat) {
 }
 
 TEST(Bench, KernelClockSplitsTheWindowIntoLaunchesAndKeepsTheMeanAsKernelTime) {
-  // Two activities per launch (a kernel and a memset), three launches, given out of order.
-  const std::vector<bench::Activity> acts = {{3000, 3900}, {1000, 1500}, {0, 100}, {5000, 5100},
-                                             {2000, 2100}, {5200, 5400}};
+  // Two activities per launch (a kernel and a memset), three launches, given out of order,
+  // every duration distinct (groups taken round-robin would give other sums).
+  const std::vector<bench::Activity> acts = {{3000, 3900}, {1000, 1500}, {0, 100}, {5000, 5300},
+                                             {2000, 2200}, {5400, 5450}};
   const bench::KernelClockStats st = bench::summarize_kernel_clock(acts, 3);
-  // Per launch: 100 + 500 = 600 ns, 100 + 900 = 1000 ns, 100 + 200 = 300 ns.
-  EXPECT_DOUBLE_EQ(st.mean_us, (0.6 + 1.0 + 0.3) / 3);
+  // Per launch: 100 + 500 = 600 ns, 200 + 900 = 1100 ns, 300 + 50 = 350 ns.
+  EXPECT_DOUBLE_EQ(st.mean_us, (0.6 + 1.1 + 0.35) / 3);
   EXPECT_DOUBLE_EQ(st.median_us, 0.6);
-  EXPECT_DOUBLE_EQ(st.span_us, 5.4 / 3);
+  EXPECT_DOUBLE_EQ(st.span_us, 5.45 / 3);
+  // The window ends at the latest end, not at the end of the last activity to start.
+  EXPECT_DOUBLE_EQ(bench::summarize_kernel_clock({{0, 1500}, {500, 1000}}, 1).span_us, 1.5);
+  // A record without timestamps (CUPTI: start = end = 0) counts 0 in the mean; no window, no median.
+  const bench::KernelClockStats untimed =
+      bench::summarize_kernel_clock({{0, 0}, {1700000000000000000ull, 1700000000000000400ull}}, 1);
+  EXPECT_DOUBLE_EQ(untimed.mean_us, 0.4);
+  EXPECT_LT(untimed.median_us, 0);
+  EXPECT_LT(untimed.span_us, 0);
   // Even launches: the mean of the middle two.
   EXPECT_DOUBLE_EQ(bench::summarize_kernel_clock({{0, 100}, {200, 500}, {600, 1000}, {1000, 1800}}, 4).median_us,
                    0.35);
@@ -759,12 +768,14 @@ TEST(Bench, ConsoleLineNamesAMedianOrWindowThatDisagreesWithTheKernelTime) {
   const std::string base = "bench softmax           forward  bf16 [4x8x4096x4096]  median 250.50 us  min 248.25 us";
   const std::string tail = "  8572.8 GB/s  (214.3% of D2D copy 4000.0 GB/s)  case bf16_1x8x4096x4096_causal_seed40\n";
   EXPECT_EQ(bench::console_line(l, d), base + "  kernel 200.00 us" + tail);
+  l.kernel_median_us = 197.0;  // 1.5% off: named
+  EXPECT_EQ(bench::console_line(l, d), base + "  kernel 200.00 us (per-launch median 197.00 us)" + tail);
   l.kernel_median_us = 190.0;
   EXPECT_EQ(bench::console_line(l, d), base + "  kernel 200.00 us (per-launch median 190.00 us)" + tail);
   l.kernel_median_us = 200.0;
   l.kernel_span_us = 180.0;
   EXPECT_EQ(bench::console_line(l, d),
-            base + "  kernel 200.00 us (window 180.00 us per launch < kernel time: activities overlap)" + tail);
+            base + "  kernel 200.00 us (window 180.00 us per launch < kernel time: activities overlap or records off)" + tail);
   // JSON: both fields, null where not measured.
   bench::Results r;
   r.have_device = true;
