@@ -337,10 +337,8 @@ Timing time_launches(cudaStream_t stream, int warmup, int iters, Launch&& launch
     BENCH_CUDA(cudaEventDestroy(start[i]));
     BENCH_CUDA(cudaEventDestroy(stop[i]));
   }
-  std::sort(us.begin(), us.end());
-  const std::size_t n = us.size();
   Timing t;
-  t.median_us = n % 2 ? us[n / 2] : 0.5 * (us[n / 2 - 1] + us[n / 2]);
+  t.median_us = numgate::bench::median_of(us);  // sorts us
   t.min_us = us.front();
   return t;
 }

@@ -198,15 +198,27 @@ std::string peer_summary_line(const PeerSummary& s) {
               s.won, s.won + s.lost, s.lost, s.event_won, s.no_peer);
 }
 
+double median_of(std::vector<double>& values) {
+  if (values.empty()) throw std::invalid_argument("median_of: no values");
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
 KernelClockStats summarize_kernel_clock(std::vector<Activity> activities, int launches) {
   if (launches < 1) throw std::invalid_argument(strf("summarize_kernel_clock: launches = %d, expected >= 1", launches));
   KernelClockStats st;
   if (activities.empty()) return st;
-  for (const Activity& a : activities)
+  // CUPTI gives start = end = 0 for a record whose timestamps it could not collect: it
+  // counts 0 in the mean (as before), but the window and the launches' groups are unknown.
+  bool untimed = false;
+  for (const Activity& a : activities) {
     if (a.end_ns < a.start_ns)
       throw std::invalid_argument(strf("summarize_kernel_clock: an activity ends (%llu ns) before it starts (%llu ns)",
                                        static_cast<unsigned long long>(a.end_ns),
                                        static_cast<unsigned long long>(a.start_ns)));
+    untimed = untimed || (a.start_ns == 0 && a.end_ns == 0);
+  }
   std::stable_sort(activities.begin(), activities.end(),
                    [](const Activity& x, const Activity& y) { return x.start_ns < y.start_ns; });
   double total_ns = 0;
@@ -216,10 +228,7 @@ KernelClockStats summarize_kernel_clock(std::vector<Activity> activities, int la
     last_end = std::max(last_end, a.end_ns);
   }
   st.mean_us = total_ns / 1e3 / launches;
-  // CUPTI gives start = end = 0 for a record whose timestamps it could not collect: it
-  // counts 0 in the mean (as before), but the window and the launches' groups are unknown.
-  for (const Activity& a : activities)
-    if (a.start_ns == 0 && a.end_ns == 0) return st;
+  if (untimed) return st;
   st.span_us = static_cast<double>(last_end - activities.front().start_ns) / 1e3 / launches;
   const std::size_t n = static_cast<std::size_t>(launches);
   if (activities.size() % n != 0) return st;
@@ -227,8 +236,7 @@ KernelClockStats summarize_kernel_clock(std::vector<Activity> activities, int la
   std::vector<double> sums(n, 0.0);
   for (std::size_t i = 0; i < activities.size(); ++i)
     sums[i / per] += static_cast<double>(activities[i].end_ns - activities[i].start_ns) / 1e3;
-  std::sort(sums.begin(), sums.end());
-  st.median_us = n % 2 ? sums[n / 2] : 0.5 * (sums[n / 2 - 1] + sums[n / 2]);
+  st.median_us = median_of(sums);
   return st;
 }
 

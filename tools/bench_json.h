@@ -147,6 +147,10 @@ struct PeerMatch {
   bool won = false;        ///< ratio < 1.005 (prints as <= 1.00)
 };
 
+/// The median of `values` (the mean of the middle two for an even count); sorts them.
+/// Throws std::invalid_argument for an empty vector.
+double median_of(std::vector<double>& values);
+
 /// One GPU activity (kernel or memset) of a kernel-clock window: CUPTI's start and end
 /// timestamps, nanoseconds.
 struct Activity {
@@ -165,8 +169,8 @@ struct KernelClockStats {
 /// a launch's activities are consecutive), each group's durations summed. When the count is
 /// not a multiple of `launches` median_us stays -1. A record without timestamps (start =
 /// end = 0: CUPTI could not collect them) counts 0 in mean_us and leaves median_us and
-/// span_us at -1. Throws std::invalid_argument for
-/// launches < 1 or an activity that ends before it starts.
+/// span_us at -1. Throws std::invalid_argument for launches < 1 or an activity that ends
+/// before it starts.
 KernelClockStats summarize_kernel_clock(std::vector<Activity> activities, int launches);
 
 /// One timed pass of one case.

@@ -720,6 +720,16 @@ TEST(Bench, ConsoleLineIsTheDocumentedFormat) {
             "(214.3% of D2D copy 4000.0 GB/s)  case c (latency-bound: 100 rows < 132 SMs)\n");
 }
 
+TEST(Bench, MedianOfOddAndEvenCounts) {
+  std::vector<double> odd = {5.0, 1.0, 3.0};
+  EXPECT_DOUBLE_EQ(bench::median_of(odd), 3.0);
+  EXPECT_DOUBLE_EQ(odd.front(), 1.0);  // sorted in place: the event timing takes its minimum from the front
+  std::vector<double> even = {4.0, 1.0, 3.0, 2.0};
+  EXPECT_DOUBLE_EQ(bench::median_of(even), 2.5);
+  std::vector<double> none;
+  EXPECT_THROW(bench::median_of(none), std::invalid_argument);
+}
+
 TEST(Bench, KernelClockSplitsTheWindowIntoLaunchesAndKeepsTheMeanAsKernelTime) {
   // Two activities per launch (a kernel and a memset), three launches, given out of order,
   // every duration distinct (groups taken round-robin would give other sums).
