@@ -45,15 +45,19 @@ Design.
   same per-element operations, so the same bits (tests/gpu/test_aligned_paths.cpp, GluPaths:
   outputs misaligned by one element take the general kernel and must match bitwise).
   One pass, one 16-byte unit per thread: 256-thread blocks, ceil(nunits / 256) of them
-  (a flat grid). The aligned forward has no loop at all (its grid-stride instance runs
-  only past 2^31 - 1 blocks); the other kernels keep a grid-stride loop that makes one
-  trip below that size (a loop-free backward measured the same, 59.83-60.18 us against
-  59.96-60.02 at 4x512x12288, run 20). Each thread issues its loads
-  (a, b; backward also dy) before the math. Measured alternatives, slower: 2 or 4 units
-  per thread with a resident grid of 8 blocks per SM (the math's registers cut occupancy:
-  4 units need ~100 registers), 2 units per thread on a flat grid, CUDA's expf instead of
-  MUFU.EX2 (erf GELU forward +8%). Evict-first hints (ld/st.global.cs) on the GELU kernels
-  only (0-1.4% faster there, 6% slower on the SiLU forward). Forward writes y; backward
+  (a flat grid). The aligned kernels have no loop at all (their grid-stride instances run
+  only past 2^31 - 1 blocks); the general kernels keep a grid-stride loop that makes one
+  trip below that size. Each thread issues its loads (a, b; backward also dy) before the
+  math; plain loads and stores, no cache hints. Measured on an H100 (2026-12-06, a scratch
+  A/B harness running each variant and torch.compile on the same buffers, CUPTI kernel
+  time, medians of 3): the loop-free backward 45.06 / 84.11 us against the looping one's
+  45.44 / 84.65 (SiLU, 1x512x25600 / 4x512x12288); evict-first hints (ld/st.global.cs),
+  formerly on the GELU kernels (0-1.4% faster on the H200), 1.5-3% slower there and
+  bimodal (erf forward 4x512x12288: 50.63-52.44 us with them, 50.58-50.65 without).
+  Measured alternatives, slower: 2 or 4 units per thread with a resident grid of 8 blocks
+  per SM (the math's registers cut occupancy: 4 units need ~100 registers), 2 units per
+  thread on a flat grid, CUDA's expf instead of MUFU.EX2 (erf GELU forward +8%); 128- or
+  512-thread blocks measured the same as 256. Forward writes y; backward
   writes da and db in the same pass (a, b, dy each read once). No shared memory, no
   atomics, no reductions: the output does not depend on the launch shape (bitwise
   identical for any grid).
@@ -113,9 +117,9 @@ using numgate::device::aligned16;
 using numgate::device::grid_is_aligned;
 using numgate::device::grid_shift;
 using numgate::device::kVec;
-using numgate::device::load_unit_hint;
+using numgate::device::load_at;
 using numgate::device::pack_from_acc;
-using numgate::device::store_unit_hint;
+using numgate::device::store_at;
 using numgate::device::unit_acc;
 using numgate::device::Unit;
 
@@ -152,14 +156,8 @@ __device__ __forceinline__ void act_dact(C a, C& y, C& dy) {
 
 constexpr int kThreads = 256;
 constexpr int kUnroll = 1;  // units per thread per grid-stride trip (2 and 4 measured slower)
-/// Evict-first hints per activation: units move by common/cuda_utils.cuh's load_unit_hint /
-/// store_unit_hint (load_at / store_at on the flat tensor, 64-bit indices); with Cs a full
-/// vector unit moves by ld.global.cs / st.global.cs (every byte is touched once). Measured:
-/// 0-1.4% faster for the GELU kernels, 6% slower for the SiLU forward, so GELU only.
-template <Fn F>
-constexpr bool kCs = F != Fn::silu;
 
-template <typename T, Fn F, int U, bool Cs>
+template <typename T, Fn F, int U>
 __global__ void __launch_bounds__(kThreads)
     glu_forward_kernel(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ y, int64_t n) {
   using C = comp_t<T>;
@@ -179,8 +177,8 @@ __global__ void __launch_bounds__(kThreads)
       if (u < nunits) {
         const int64_t lo = u * V - shift;
         const bool full = lo >= 0 && lo + V <= n;
-        au[k] = load_unit_hint<Cs>(a, lo, n, full);
-        bu[k] = load_unit_hint<Cs>(b, lo, n, full && b_al);
+        au[k] = load_at(a, lo, n, full);
+        bu[k] = load_at(b, lo, n, full && b_al);
       }
     }
 #pragma unroll
@@ -195,13 +193,13 @@ __global__ void __launch_bounds__(kThreads)
           const C av = static_cast<C>(unit_acc(au[k], j)), bv = static_cast<C>(unit_acc(bu[k], j));
           out[j] = static_cast<A>(act<F>(av) * bv);
         }
-        store_unit_hint<Cs>(y, lo, n, full && y_al, pack_from_acc<T>(out));
+        store_at(y, lo, n, full && y_al, pack_from_acc<T>(out));
       }
     }
   }
 }
 
-template <typename T, Fn F, int U, bool Cs>
+template <typename T, Fn F, int U>
 __global__ void __launch_bounds__(kThreads)
     glu_backward_kernel(const T* __restrict__ a, const T* __restrict__ b, const T* __restrict__ dy,
                         T* __restrict__ da, T* __restrict__ db, int64_t n) {
@@ -224,9 +222,9 @@ __global__ void __launch_bounds__(kThreads)
       if (u < nunits) {
         const int64_t lo = u * V - shift;
         const bool full = lo >= 0 && lo + V <= n;
-        au[k] = load_unit_hint<Cs>(a, lo, n, full);
-        bu[k] = load_unit_hint<Cs>(b, lo, n, full && b_al);
-        gu[k] = load_unit_hint<Cs>(dy, lo, n, full && dy_al);
+        au[k] = load_at(a, lo, n, full);
+        bu[k] = load_at(b, lo, n, full && b_al);
+        gu[k] = load_at(dy, lo, n, full && dy_al);
       }
     }
 #pragma unroll
@@ -245,8 +243,8 @@ __global__ void __launch_bounds__(kThreads)
           oa[j] = static_cast<A>((gv * bv) * dyv);
           ob[j] = static_cast<A>(gv * y);
         }
-        store_unit_hint<Cs>(da, lo, n, full && da_al, pack_from_acc<T>(oa));
-        store_unit_hint<Cs>(db, lo, n, full && db_al, pack_from_acc<T>(ob));
+        store_at(da, lo, n, full && da_al, pack_from_acc<T>(oa));
+        store_at(db, lo, n, full && db_al, pack_from_acc<T>(ob));
       }
     }
   }
@@ -256,70 +254,87 @@ __global__ void __launch_bounds__(kThreads)
 /// 16-byte aligned): unit u is elements [u VEC, u VEC + VEC) of every tensor, one 16-byte
 /// access each; no virtual grid, no per-tensor alignment test, no element-wise fallback.
 /// The same per-element operations as glu_forward_kernel / glu_backward_kernel (so their
-/// results bit for bit), one unit per thread, the same hints. The forward's Flat = true
-/// instance has no loop at all (one unit per thread, the launcher's grid covers every
-/// unit: it is used whenever that grid fits in 2^31 - 1 blocks); Flat = false strides.
-template <typename T, Fn F, bool Cs>
+/// results bit for bit), one unit per thread. The Flat = true instances have no loop at
+/// all (the launcher's grid covers every unit: used whenever that grid fits in 2^31 - 1
+/// blocks); Flat = false strides.
+template <typename T, Fn F>
 __device__ __forceinline__ void glu_forward_unit(const T* __restrict__ a, const T* __restrict__ b,
                                                  T* __restrict__ y, int64_t n, int64_t u) {
   using C = comp_t<T>;
   using A = acc_t<T>;
   constexpr int V = kVec<T>;
   const int64_t lo = u * V;
-  const Unit<T> au = load_unit_hint<Cs>(a, lo, n, true);
-  const Unit<T> bu = load_unit_hint<Cs>(b, lo, n, true);
+  const Unit<T> au = load_at(a, lo, n, true);
+  const Unit<T> bu = load_at(b, lo, n, true);
   A out[V];
 #pragma unroll
   for (int j = 0; j < V; ++j) {
     const C av = static_cast<C>(unit_acc(au, j)), bv = static_cast<C>(unit_acc(bu, j));
     out[j] = static_cast<A>(act<F>(av) * bv);
   }
-  store_unit_hint<Cs>(y, lo, n, true, pack_from_acc<T>(out));
+  store_at(y, lo, n, true, pack_from_acc<T>(out));
 }
 
-template <typename T, Fn F, bool Cs, bool Flat>
+template <typename T, Fn F, bool Flat>
 __global__ void __launch_bounds__(kThreads)
     glu_forward_aligned_kernel(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ y, int64_t n) {
   const int64_t nunits = n / kVec<T>;
   const int64_t u = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if constexpr (Flat) {
-    if (u < nunits) glu_forward_unit<T, F, Cs>(a, b, y, n, u);
+    if (u < nunits) glu_forward_unit<T, F>(a, b, y, n, u);
   } else {
     const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-    for (int64_t v = u; v < nunits; v += stride) glu_forward_unit<T, F, Cs>(a, b, y, n, v);
+    for (int64_t v = u; v < nunits; v += stride) glu_forward_unit<T, F>(a, b, y, n, v);
   }
 }
 
-template <typename T, Fn F, bool Cs>
-__global__ void __launch_bounds__(kThreads)
-    glu_backward_aligned_kernel(const T* __restrict__ a, const T* __restrict__ b, const T* __restrict__ dy,
-                                T* __restrict__ da, T* __restrict__ db, int64_t n) {
+template <typename T, Fn F>
+__device__ __forceinline__ void glu_backward_unit(const T* __restrict__ a, const T* __restrict__ b,
+                                                  const T* __restrict__ dy, T* __restrict__ da,
+                                                  T* __restrict__ db, int64_t n, int64_t u) {
   using C = comp_t<T>;
   using A = acc_t<T>;
   constexpr int V = kVec<T>;
-  const int64_t nunits = n / V;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t u = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; u < nunits; u += stride) {
-    const int64_t lo = u * V;
-    const Unit<T> au = load_unit_hint<Cs>(a, lo, n, true);
-    const Unit<T> bu = load_unit_hint<Cs>(b, lo, n, true);
-    const Unit<T> gu = load_unit_hint<Cs>(dy, lo, n, true);
-    A oa[V], ob[V];
+  const int64_t lo = u * V;
+  const Unit<T> au = load_at(a, lo, n, true);
+  const Unit<T> bu = load_at(b, lo, n, true);
+  const Unit<T> gu = load_at(dy, lo, n, true);
+  A oa[V], ob[V];
 #pragma unroll
-    for (int j = 0; j < V; ++j) {
-      const C av = static_cast<C>(unit_acc(au, j)), bv = static_cast<C>(unit_acc(bu, j));
-      const C gv = static_cast<C>(unit_acc(gu, j));
-      C yv, dyv;
-      act_dact<F>(av, yv, dyv);
-      oa[j] = static_cast<A>((gv * bv) * dyv);
-      ob[j] = static_cast<A>(gv * yv);
-    }
-    store_unit_hint<Cs>(da, lo, n, true, pack_from_acc<T>(oa));
-    store_unit_hint<Cs>(db, lo, n, true, pack_from_acc<T>(ob));
+  for (int j = 0; j < V; ++j) {
+    const C av = static_cast<C>(unit_acc(au, j)), bv = static_cast<C>(unit_acc(bu, j));
+    const C gv = static_cast<C>(unit_acc(gu, j));
+    C yv, dyv;
+    act_dact<F>(av, yv, dyv);
+    oa[j] = static_cast<A>((gv * bv) * dyv);
+    ob[j] = static_cast<A>(gv * yv);
+  }
+  store_at(da, lo, n, true, pack_from_acc<T>(oa));
+  store_at(db, lo, n, true, pack_from_acc<T>(ob));
+}
+
+template <typename T, Fn F, bool Flat>
+__global__ void __launch_bounds__(kThreads)
+    glu_backward_aligned_kernel(const T* __restrict__ a, const T* __restrict__ b, const T* __restrict__ dy,
+                                T* __restrict__ da, T* __restrict__ db, int64_t n) {
+  const int64_t nunits = n / kVec<T>;
+  const int64_t u = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if constexpr (Flat) {
+    if (u < nunits) glu_backward_unit<T, F>(a, b, dy, da, db, n, u);
+  } else {
+    const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+    for (int64_t v = u; v < nunits; v += stride) glu_backward_unit<T, F>(a, b, dy, da, db, n, v);
   }
 }
 
 constexpr int64_t kMaxN = int64_t(1) << 62;
+constexpr int64_t kMaxBlocks = 0x7fffffff;  // gridDim.x limit
+
+/// Blocks of the aligned kernels' flat grid: one unit per thread.
+template <typename T>
+int64_t aligned_blocks(int64_t n) {
+  return (n / kVec<T> + kThreads - 1) / kThreads;
+}
 
 /// True when the aligned kernels apply: n a multiple of VEC and every pointer 16-byte aligned.
 template <typename T>
@@ -355,14 +370,14 @@ cudaError_t launch_forward(const T* a, const T* b, T* y, int64_t n, cudaStream_t
     return cudaErrorInvalidValue;
   if (all_aligned<T>(n, {a, b, y})) {
     kernel_trace::record(kernel_trace::Launcher::glu_forward, "aligned");
-    const int64_t blocks = (n / kVec<T> + kThreads - 1) / kThreads;
-    if (blocks <= int64_t(0x7fffffff))
-      glu_forward_aligned_kernel<T, F, kCs<F>, true><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(a, b, y, n);
+    const int64_t blocks = aligned_blocks<T>(n);
+    if (blocks <= kMaxBlocks)
+      glu_forward_aligned_kernel<T, F, true><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(a, b, y, n);
     else
-      glu_forward_aligned_kernel<T, F, kCs<F>, false><<<0x7fffffffu, kThreads, 0, stream>>>(a, b, y, n);
+      glu_forward_aligned_kernel<T, F, false><<<unsigned(kMaxBlocks), kThreads, 0, stream>>>(a, b, y, n);
   } else {
     kernel_trace::record(kernel_trace::Launcher::glu_forward, "general");
-    glu_forward_kernel<T, F, kUnroll, kCs<F>><<<grid_for(a, n), kThreads, 0, stream>>>(a, b, y, n);
+    glu_forward_kernel<T, F, kUnroll><<<grid_for(a, n), kThreads, 0, stream>>>(a, b, y, n);
   }
   return cudaGetLastError();
 }
@@ -377,10 +392,15 @@ cudaError_t launch_backward(const T* a, const T* b, const T* dy, T* da, T* db, i
     return cudaErrorInvalidValue;
   if (all_aligned<T>(n, {a, b, dy, da, db})) {
     kernel_trace::record(kernel_trace::Launcher::glu_backward, "aligned");
-    glu_backward_aligned_kernel<T, F, kCs<F>><<<grid_for(a, n), kThreads, 0, stream>>>(a, b, dy, da, db, n);
+    const int64_t blocks = aligned_blocks<T>(n);
+    if (blocks <= kMaxBlocks)
+      glu_backward_aligned_kernel<T, F, true>
+          <<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(a, b, dy, da, db, n);
+    else
+      glu_backward_aligned_kernel<T, F, false><<<unsigned(kMaxBlocks), kThreads, 0, stream>>>(a, b, dy, da, db, n);
   } else {
     kernel_trace::record(kernel_trace::Launcher::glu_backward, "general");
-    glu_backward_kernel<T, F, kUnroll, kCs<F>><<<grid_for(a, n), kThreads, 0, stream>>>(a, b, dy, da, db, n);
+    glu_backward_kernel<T, F, kUnroll><<<grid_for(a, n), kThreads, 0, stream>>>(a, b, dy, da, db, n);
   }
   return cudaGetLastError();
 }
