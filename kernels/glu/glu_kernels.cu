@@ -62,40 +62,31 @@ Design.
   atomics, no reductions: the output does not depend on the launch shape (bitwise
   identical for any grid).
 
-Speed (H200, numgate-bench kernel clock = CUPTI GPU time per launch, bf16; minimal traffic
-= each input read once and each output written once; copy = the same GPU's device-to-device
-memcpy, 4270 GB/s in that run; run 20, 2026-12-03, `tools/run.sh`, outputs rotating):
-  kernel                   shape          bytes     time      of copy  limited by
-  swiglu forward           4x512x12288   151.0 MB   36.15 us   98%     DRAM
-  swiglu backward          4x512x12288   251.7 MB   60.02 us   98%     DRAM
-  swiglu forward           1x512x25600    78.6 MB   19.84 us   93%     DRAM + launch ramp
-  swiglu backward          1x512x25600   131.1 MB   32.33 us   95%     DRAM + launch ramp
-  geglu (erf) forward      4x512x12288   151.0 MB   39.92 us   89%     issue
-  geglu (erf) backward     4x512x12288   251.7 MB   60.59 us   97%     DRAM and issue
-  geglu (tanh) forward     1x512x25600    78.6 MB   21.29 us   87%     issue and launch ramp
-  geglu (tanh) backward    1x512x25600   131.1 MB   32.74 us   94%     issue and launch ramp
-  Against torch.compile (tools/bench_peers.py, the same run, peers queued): SwiGLU forward
-  36.02 / 36.13 us and 19.09 / 18.96 us with both sides reusing their outputs (ratio 1.00
-  and 1.01), 35.97 / 36.06 and 19.77 / 19.80 with both rotating (1.00, 1.00). The
-  remaining 1% at 1x512x25600 (reused outputs) is not the math: a SiLU forward with no
-  activation at all (y = a * b) took 19.69 us against 19.75 with it (run 17, a scratch
-  harness), and 128 / 512-thread blocks measured the same as 256 (19.07-19.15 us, run 20).
-  (event-timed medians, which include launch gaps, are 2-3 us longer.) The backward still
-  loses by 1-2% back to back (run 24: 59.97 / 59.62 us at 4x512x12288, 32.43 / 31.76 at
-  1x512x25600, kernel time, outputs reused), yet Nsight Compute timed it faster than
-  Inductor's kernel one launch at a time (caches flushed): 29.6-30.1 against 31.2 us at
-  1x512x25600; block sizes 128-1024, a 32-register cap, 2-4 units per thread, L2
-  prefetch-size hints and other load / store orders were all as fast or slower
-  (docs/peer-runs.md, Run 24); so were cache hints on loads or stores and residency caps
-  of 1-20 blocks per SM (within 0.15 us or slower), except 5 x 256 threads per SM:
-  0.27-0.30 us faster at 1x512x25600, -0.2 to +0.2 us at 4x512x12288, no more than moving
-  the output buffers does (docs/peer-runs.md, Run 25; not adopted). Inductor's
-  kernel there is plain: 16-byte loads and stores without hints, 128 threads, 8 elements
-  each. Math per element
-  (PTX instructions of the vector path): SiLU 17 forward / 39 backward, erf GELU 37 / 66;
-  at the H200's issue rate 66 per element take ~50 us of the erf backward's 61, and the
-  erf forward's 37 (Mills-ratio polynomial 11 FMA, reciprocal and Newton step, MUFU.EX2,
-  selects) keep it at 88% of copy. fp32 / fp64 tensors (FP64 math) are not benchmarked.
+Speed (bf16, numgate-bench kernel clock = CUPTI GPU time per launch, outputs rotating;
+minimal traffic = each input read once and each output written once; copy = the same GPU's
+device-to-device memcpy). H100 80GB HBM3, copy 3042 GB/s, 2026-12-06, this launch
+configuration (`tools/run.sh`); H200, copy 4270 GB/s, run 20 (2026-12-03), the previous one
+(looping backward, evict-first hints on the GELU kernels):
+  kernel                   shape          bytes      H100 time  of copy   H200 time  of copy
+  swiglu forward           4x512x12288   151.0 MB    50.72 us    98%      36.15 us    98%
+  swiglu backward          4x512x12288   251.7 MB    83.61 us    99%      60.02 us    98%
+  swiglu forward           1x512x25600    78.6 MB    27.49 us    94%      19.84 us    93%
+  swiglu backward          1x512x25600   131.1 MB    44.68 us    96%      32.33 us    95%
+  geglu (erf) forward      4x512x12288   151.0 MB    50.38 us    99%      39.92 us    89%
+  geglu (erf) backward     4x512x12288   251.7 MB    84.44 us    98%      60.59 us    97%
+  geglu (tanh) forward     1x512x25600    78.6 MB    27.13 us    95%      21.29 us    87%
+  geglu (tanh) backward    1x512x25600   131.1 MB    45.49 us    95%      32.74 us    94%
+  (numgate-bench's own GB/s and "% of D2D copy" divide by the event-timed median, which
+  includes the launch gaps; these rows divide by the kernel time.)
+  What limits them: DRAM. A SiLU forward with no activation at all (y = a * b) is as fast
+  (H100 A/B: 26.80 against 26.92 us at 1x512x25600, outputs reused); the 78.6 MB shapes
+  lose a few percent more to the launch ramp and tail (not measured apart). On the H200 (faster
+  DRAM, same issue rate) the GELU kernels also meet the issue limit: the vector path's PTX
+  has per element SiLU 17 forward / 39 backward instructions, erf GELU 37 / 66 (Mills-ratio
+  polynomial 11 FMA, reciprocal and Newton step, MUFU.EX2, selects), so the erf forward
+  stayed at 89% of copy there. The comparison with torch.compile and Liger-Kernel:
+  README "Against torch.compile and Liger-Kernel" (tools/bench_peers.py), the runs in
+  docs/peer-runs.md. fp32 / fp64 tensors (FP64 math) are not benchmarked.
 */
 
 #include "glu/glu.cuh"
