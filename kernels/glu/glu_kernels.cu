@@ -41,7 +41,8 @@ Design.
   path everywhere. When n % VEC == 0 and every tensor is 16-byte aligned (production
   tensors), the aligned kernels run instead: unit u is elements [u VEC, u VEC + VEC) of
   every tensor, one 16-byte access each, no grid arithmetic and no element-wise fallback in
-  the code (PTX of the bf16 SiLU kernels: 190 / 392 instructions instead of 559 / 994); the
+  the code (PTX of the bf16 SiLU kernels: 190 / 392 instructions for the grid-stride
+  instances, 7 fewer for the loop-free ones that run, instead of 559 / 994); the
   same per-element operations, so the same bits (tests/gpu/test_aligned_paths.cpp, GluPaths:
   outputs misaligned by one element take the general kernel and must match bitwise).
   One pass, one 16-byte unit per thread: 256-thread blocks, ceil(nunits / 256) of them
@@ -52,7 +53,7 @@ Design.
   A/B harness running each variant and torch.compile on the same buffers, CUPTI kernel
   time, medians of 3): the loop-free backward 45.06 / 84.11 us against the looping one's
   45.44 / 84.65 (SiLU, 1x512x25600 / 4x512x12288); evict-first hints (ld/st.global.cs),
-  formerly on the GELU kernels (0-1.4% faster on the H200), 1.5-3% slower there and
+  formerly on the GELU kernels (0-1.4% faster on the H200), 1.5-3.5% slower there and
   bimodal (erf forward 4x512x12288: 50.63-52.44 us with them, 50.58-50.65 without).
   Measured alternatives, slower: 2 or 4 units per thread with a resident grid of 8 blocks
   per SM (the math's registers cut occupancy: 4 units need ~100 registers), 2 units per
@@ -64,8 +65,8 @@ Design.
 
 Speed (bf16, numgate-bench kernel clock = CUPTI GPU time per launch, outputs rotating;
 minimal traffic = each input read once and each output written once; copy = the same GPU's
-device-to-device memcpy). H100 80GB HBM3, copy 3042 GB/s, 2026-12-06, this launch
-configuration (`tools/run.sh`); H200, copy 4270 GB/s, run 20 (2026-12-03), the previous one
+device-to-device memcpy). H100 80GB HBM3, copy 3042 GB/s, 2026-12-06 (run 27, call 3), this
+launch configuration (`tools/run.sh`); H200, copy 4270 GB/s, run 20 (2026-12-03), the previous one
 (looping backward, evict-first hints on the GELU kernels):
   kernel                   shape          bytes      H100 time  of copy   H200 time  of copy
   swiglu forward           4x512x12288   151.0 MB    50.72 us    98%      36.15 us    98%
