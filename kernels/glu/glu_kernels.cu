@@ -41,12 +41,14 @@ Design.
   path everywhere. When n % VEC == 0 and every tensor is 16-byte aligned (production
   tensors), the aligned kernels run instead: unit u is elements [u VEC, u VEC + VEC) of
   every tensor, one 16-byte access each, no grid arithmetic and no element-wise fallback in
-  the code (PTX of the bf16 SiLU kernels: 190 / 392 instructions for the grid-stride
+  the code (PTX of the bf16 SiLU kernels at one unit per thread: 190 / 392 instructions for the grid-stride
   instances, 7 fewer for the loop-free ones that run, instead of 559 / 994); the
   same per-element operations, so the same bits (tests/gpu/test_aligned_paths.cpp, GluPaths:
   outputs misaligned by one element take the general kernel and must match bitwise).
   One pass, one 16-byte unit per thread: 256-thread blocks, ceil(nunits / 256) of them
-  (a flat grid). The aligned kernels have no loop at all (their grid-stride instances run
+  (a flat grid); the aligned SiLU backward of 16-bit tensors takes half a unit per thread
+  (4 elements, one 8-byte access per tensor: kBackwardElems, measured 1.5-2.2% faster on
+  the H200 there and slower for the GELU backwards and the forwards). The aligned kernels have no loop at all (their grid-stride instances run
   only past 2^31 - 1 blocks); the general kernels keep a grid-stride loop that makes one
   trip below that size. Each thread issues its loads (a, b; backward also dy) before the
   math; plain loads and stores, no cache hints. Measured on an H100 (2026-12-06, a scratch
@@ -65,18 +67,18 @@ Design.
 
 Speed (bf16, numgate-bench kernel clock = CUPTI GPU time per launch, outputs rotating;
 minimal traffic = each input read once and each output written once; copy = the same GPU's
-device-to-device memcpy). H100 80GB HBM3, copy 3042 GB/s, 2026-12-06 (run 27, call 3), this
-launch configuration (`tools/run.sh`); H200, copy 4270 GB/s, run 20 (2026-12-03), the previous one
-(looping backward, evict-first hints on the GELU kernels):
-  kernel                   shape          bytes      H100 time  of copy   H200 time  of copy
-  swiglu forward           4x512x12288   151.0 MB    50.72 us    98%      36.15 us    98%
-  swiglu backward          4x512x12288   251.7 MB    83.61 us    99%      60.02 us    98%
-  swiglu forward           1x512x25600    78.6 MB    27.49 us    94%      19.84 us    93%
-  swiglu backward          1x512x25600   131.1 MB    44.68 us    96%      32.33 us    95%
-  geglu (erf) forward      4x512x12288   151.0 MB    50.38 us    99%      39.92 us    89%
-  geglu (erf) backward     4x512x12288   251.7 MB    84.44 us    98%      60.59 us    97%
-  geglu (tanh) forward     1x512x25600    78.6 MB    27.13 us    95%      21.29 us    87%
-  geglu (tanh) backward    1x512x25600   131.1 MB    45.49 us    95%      32.74 us    94%
+device-to-device memcpy). H200, copy 4247 GB/s, run 29 (2026-12-06, call 5), this launch
+configuration (`tools/run.sh`); H100 80GB HBM3, copy 3042 GB/s, run 27 (2026-12-06, call 3),
+the previous one (the SiLU backward at one unit per thread; the other kernels as now):
+  kernel                   shape          bytes      H200 time  of copy   H100 time  of copy
+  swiglu forward           4x512x12288   151.0 MB    36.03 us    99%      50.72 us    98%
+  swiglu backward          4x512x12288   251.7 MB    59.31 us   100%      83.61 us    99%
+  swiglu forward           1x512x25600    78.6 MB    19.77 us    94%      27.49 us    94%
+  swiglu backward          1x512x25600   131.1 MB    31.65 us    98%      44.68 us    96%
+  geglu (erf) forward      4x512x12288   151.0 MB    39.98 us    89%      50.38 us    99%
+  geglu (erf) backward     4x512x12288   251.7 MB    60.57 us    98%      84.44 us    98%
+  geglu (tanh) forward     1x512x25600    78.6 MB    20.88 us    89%      27.13 us    95%
+  geglu (tanh) backward    1x512x25600   131.1 MB    32.99 us    94%      45.49 us    95%
   (numgate-bench's own GB/s and "% of D2D copy" divide by the event-timed median, which
   includes the launch gaps; these rows divide by the kernel time.)
   What limits them: DRAM. A SiLU forward with no activation at all (y = a * b) is as fast
@@ -280,6 +282,23 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+/// Elements per thread of the aligned backward: one 16-byte unit (kVec<T>), except the SiLU
+/// backward of 16-bit tensors, which takes half a unit (4 elements, one 8-byte access per
+/// tensor). Measured on the H200 (run 29, a scratch A/B on the same buffers, CUPTI kernel
+/// time, medians of 3): SiLU backward 31.89 / 30.75 / 59.39 us at 4 elements against
+/// 32.39 / 31.43 / 60.32 at 8 (1x512x25600 / 1x1024x12288 / 4x512x12288); the GELU
+/// backwards and every forward were as fast or faster at 8 (erf GELU backward 4x512x12288:
+/// 62.52 at 4 against 60.55 at 8).
+template <typename T, Fn F>
+inline constexpr int kBackwardElems = (sizeof(T) == 2 && F == Fn::silu) ? kVec<T> / 2 : kVec<T>;
+
+/// Half a 16-byte unit of a 16-bit tensor: 4 elements as two raw 32-bit words, one 8-byte access.
+struct alignas(8) HalfUnit {
+  std::uint32_t w[2];
+};
+
+/// Backward of the E elements [u E, u E + E) of every tensor (E = kBackwardElems): the
+/// same per-element operations at either width, so the same bits.
 template <typename T, Fn F>
 __device__ __forceinline__ void glu_backward_unit(const T* __restrict__ a, const T* __restrict__ b,
                                                   const T* __restrict__ dy, T* __restrict__ da,
@@ -287,13 +306,24 @@ __device__ __forceinline__ void glu_backward_unit(const T* __restrict__ a, const
   using C = comp_t<T>;
   using A = acc_t<T>;
   constexpr int V = kVec<T>;
-  const int64_t lo = u * V;
-  const Unit<T> au = load_at(a, lo, n, true);
-  const Unit<T> bu = load_at(b, lo, n, true);
-  const Unit<T> gu = load_at(dy, lo, n, true);
-  A oa[V], ob[V];
+  constexpr int E = kBackwardElems<T, F>;
+  Unit<T> au, bu, gu;
+  if constexpr (E == V) {
+    au = load_at(a, u * V, n, true);
+    bu = load_at(b, u * V, n, true);
+    gu = load_at(dy, u * V, n, true);
+  } else {
+    static_assert(sizeof(T) == 2 && 2 * E == V, "half units are 16-bit tensors' 4 elements");
+    const HalfUnit ah = reinterpret_cast<const HalfUnit*>(a)[u];
+    const HalfUnit bh = reinterpret_cast<const HalfUnit*>(b)[u];
+    const HalfUnit gh = reinterpret_cast<const HalfUnit*>(dy)[u];
+    au = Unit<T>{{ah.w[0], ah.w[1], 0u, 0u}};
+    bu = Unit<T>{{bh.w[0], bh.w[1], 0u, 0u}};
+    gu = Unit<T>{{gh.w[0], gh.w[1], 0u, 0u}};
+  }
+  A oa[V] = {}, ob[V] = {};
 #pragma unroll
-  for (int j = 0; j < V; ++j) {
+  for (int j = 0; j < E; ++j) {
     const C av = static_cast<C>(unit_acc(au, j)), bv = static_cast<C>(unit_acc(bu, j));
     const C gv = static_cast<C>(unit_acc(gu, j));
     C yv, dyv;
@@ -301,15 +331,21 @@ __device__ __forceinline__ void glu_backward_unit(const T* __restrict__ a, const
     oa[j] = static_cast<A>((gv * bv) * dyv);
     ob[j] = static_cast<A>(gv * yv);
   }
-  store_at(da, lo, n, true, pack_from_acc<T>(oa));
-  store_at(db, lo, n, true, pack_from_acc<T>(ob));
+  const Unit<T> pa = pack_from_acc<T>(oa), pb = pack_from_acc<T>(ob);
+  if constexpr (E == V) {
+    store_at(da, u * V, n, true, pa);
+    store_at(db, u * V, n, true, pb);
+  } else {
+    reinterpret_cast<HalfUnit*>(da)[u] = HalfUnit{{pa.w[0], pa.w[1]}};
+    reinterpret_cast<HalfUnit*>(db)[u] = HalfUnit{{pb.w[0], pb.w[1]}};
+  }
 }
 
 template <typename T, Fn F, bool Flat>
 __global__ void __launch_bounds__(kThreads)
     glu_backward_aligned_kernel(const T* __restrict__ a, const T* __restrict__ b, const T* __restrict__ dy,
                                 T* __restrict__ da, T* __restrict__ db, int64_t n) {
-  const int64_t nunits = n / kVec<T>;
+  const int64_t nunits = n / kBackwardElems<T, F>;
   const int64_t u = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if constexpr (Flat) {
     if (u < nunits) glu_backward_unit<T, F>(a, b, dy, da, db, n, u);
@@ -322,10 +358,10 @@ __global__ void __launch_bounds__(kThreads)
 constexpr int64_t kMaxN = int64_t(1) << 62;
 constexpr int64_t kMaxBlocks = 0x7fffffff;  // gridDim.x limit
 
-/// Blocks of the aligned kernels' flat grid: one unit per thread.
-template <typename T>
+/// Blocks of the aligned kernels' flat grid: E elements (one unit, or half a unit) per thread.
+template <int E>
 int64_t aligned_blocks(int64_t n) {
-  return (n / kVec<T> + kThreads - 1) / kThreads;
+  return (n / E + kThreads - 1) / kThreads;
 }
 
 /// True when the aligned kernels apply: n a multiple of VEC and every pointer 16-byte aligned.
@@ -362,7 +398,7 @@ cudaError_t launch_forward(const T* a, const T* b, T* y, int64_t n, cudaStream_t
     return cudaErrorInvalidValue;
   if (all_aligned<T>(n, {a, b, y})) {
     kernel_trace::record(kernel_trace::Launcher::glu_forward, "aligned");
-    const int64_t blocks = aligned_blocks<T>(n);
+    const int64_t blocks = aligned_blocks<kVec<T>>(n);
     if (blocks <= kMaxBlocks)
       glu_forward_aligned_kernel<T, F, true><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(a, b, y, n);
     else
@@ -384,7 +420,7 @@ cudaError_t launch_backward(const T* a, const T* b, const T* dy, T* da, T* db, i
     return cudaErrorInvalidValue;
   if (all_aligned<T>(n, {a, b, dy, da, db})) {
     kernel_trace::record(kernel_trace::Launcher::glu_backward, "aligned");
-    const int64_t blocks = aligned_blocks<T>(n);
+    const int64_t blocks = aligned_blocks<kBackwardElems<T, F>>(n);
     if (blocks <= kMaxBlocks)
       glu_backward_aligned_kernel<T, F, true>
           <<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(a, b, dy, da, db, n);
