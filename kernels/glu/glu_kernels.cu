@@ -41,15 +41,15 @@ Design.
   path everywhere. When n % VEC == 0 and every tensor is 16-byte aligned (production
   tensors), the aligned kernels run instead: unit u is elements [u VEC, u VEC + VEC) of
   every tensor, one 16-byte access each, no grid arithmetic and no element-wise fallback in
-  the code (PTX of the bf16 SiLU kernels at one unit per thread: 190 / 392 instructions for the grid-stride
-  instances, 7 fewer for the loop-free ones that run, instead of 559 / 994); the
+  the code (PTX of the bf16 SiLU kernels at one unit per thread: 190 / 392 instructions for
+  the grid-stride instances, 7 fewer for the loop-free ones that run, instead of 559 / 994); the
   same per-element operations, so the same bits (tests/gpu/test_aligned_paths.cpp, GluPaths:
   outputs misaligned by one element take the general kernel and must match bitwise).
   One pass, one 16-byte unit per thread: 256-thread blocks, ceil(nunits / 256) of them
   (a flat grid); the aligned SiLU backward of 16-bit tensors takes half a unit per thread
   (4 elements, one 8-byte access per tensor: kBackwardElems, measured 1.5-2.2% faster on
-  the H200 there and slower for the GELU backwards and the forwards). The aligned kernels have no loop at all (their grid-stride instances run
-  only past 2^31 - 1 blocks); the general kernels keep a grid-stride loop that makes one
+  the H200 there and slower for the GELU backwards and the forwards). The aligned kernels
+  have no loop at all (their grid-stride instances run only past 2^31 - 1 blocks); the general kernels keep a grid-stride loop that makes one
   trip below that size. Each thread issues its loads (a, b; backward also dy) before the
   math; plain loads and stores, no cache hints. Measured on an H100 (2026-12-06, a scratch
   A/B harness running each variant and torch.compile on the same buffers, CUPTI kernel
