@@ -386,7 +386,7 @@ unsigned grid_for(const T* a, int64_t n) {
   const int64_t shift = static_cast<int64_t>((reinterpret_cast<std::uintptr_t>(a) & 15u) / sizeof(T));
   const int64_t nunits = (n + shift + V - 1) / V;
   const int64_t need = (nunits + int64_t(kThreads) * kUnroll - 1) / (int64_t(kThreads) * kUnroll);
-  return static_cast<unsigned>(need < int64_t(0x7fffffff) ? need : int64_t(0x7fffffff));
+  return static_cast<unsigned>(need < kMaxBlocks ? need : kMaxBlocks);
 }
 
 template <typename T, Fn F>
