@@ -88,12 +88,10 @@ with add_rn). Everything but the policy is rmsnorm's design (rmsnorm_kernels.cu)
   blocks, 4 per SM, 3.9 waves at 4x512x4096; torch.compile 16.69 us there, Liger 22.62 at
   1x2048x5120 where this kernel wins). A resident grid prefetching the next row into
   registers needed 104 registers (1 block of 320 threads per SM) and took 37.07 us at
-  1x2048x5120; rebuilt at one unit per thread (40 registers, 3 blocks of 512 threads per
-  SM) it took 23.90 us at 4x512x4096 on an H100 against this kernel's 23.71 and
-  torch.compile's 23.49 (run 30, docs/peer-runs.md: no hint, order or block-size variant
-  gained more than 1.3% there). The backward (47.50 us at 1x2048x5120 before w went to
-  registers and d_residual_out to the row's start, same run) is latency-bound per chunk:
-  at H = 5120, 160-thread blocks (K = 4, 127 registers), 3 per SM, 1 row in flight each.
+  1x2048x5120 (at one unit per thread, 40 registers, still no faster: row_norm.cuh). The
+  backward (47.50 us at 1x2048x5120 before w went to registers and d_residual_out to the
+  row's start, same run) is latency-bound per chunk: at H = 5120, 160-thread blocks
+  (K = 4, 127 registers), 3 per SM, 1 row in flight each.
 
 Limits: 1 <= H <= 65536, 0 <= rows <= 2^31 - 1, pointers aligned to sizeof(T), no
 overlap. Build without --use_fast_math.
