@@ -89,9 +89,9 @@ with add_rn). Everything but the policy is rmsnorm's design (rmsnorm_kernels.cu)
   1x2048x5120 where this kernel wins). A resident grid prefetching the next row into
   registers needed 104 registers (1 block of 320 threads per SM) and took 37.07 us at
   1x2048x5120; at one unit per thread (40 registers) it was still no faster at 4x512x4096
-  on an H100 (row_norm.cuh). The backward (47.50 us at 1x2048x5120 before w went to registers and d_residual_out to the
-  row's start, same run) is latency-bound per chunk: at H = 5120, 160-thread blocks
-  (K = 4, 127 registers), 3 per SM, 1 row in flight each.
+  on an H100 (row_norm.cuh). The backward (47.50 us at 1x2048x5120 before w went to
+  registers and d_residual_out to the row's start, same run) is latency-bound per chunk:
+  at H = 5120, 160-thread blocks (K = 4, 127 registers), 3 per SM, 1 row in flight each.
 
 Limits: 1 <= H <= 65536, 0 <= rows <= 2^31 - 1, pointers aligned to sizeof(T), no
 overlap. Build without --use_fast_math.
