@@ -74,9 +74,11 @@
 //   the hint and order choices moved 0.1-0.8 us. Not adopted: for the RMS policy the
 //   cached kernel with the same w preload and hints measured 0.3-0.5 us faster than the
 //   aligned one at 2048x4096 in that harness (one kernel for every policy was kept; the
-//   next tuning step). Rejected earlier: a grid of resident blocks walking rows with the
-//   next rows prefetched in registers (63-112 registers, slower; at one unit per thread and
-//   40 registers, fused add 4x512x4096 on an H100, 0.2 us slower: run 30).
+//   next tuning step). Rejected: a grid of resident blocks walking rows with the next rows
+//   prefetched in registers (63-112 registers, slower; at one unit per thread and 40
+//   registers, fused add 4x512x4096 on an H100, 0.2 us slower: run 30), and resident blocks
+//   copying the next two rows' x and residual by cp.async into a shared-memory ring (fused
+//   add 4x512x4096 on the H200, one process: 18.33 us against this kernel's 17.22; run 33).
 //   Short rows (row_norm_forward_warp_rows_kernel; run 22, kernel time with the peers'
 //   method): layernorm 70000x64 bf16 (17.9 MB) 6.33 us = 67% of copy (44.45 us with one
 //   32-thread block per row: 32 rows in flight per SM); torch.compile 5.57 us. Limit: the

@@ -84,14 +84,16 @@ with add_rn). Everything but the policy is rmsnorm's design (rmsnorm_kernels.cu)
   Measured (H200, numgate-bench kernel clock, bf16, run 16; copy = D2D memcpy, 4246 GB/s):
     forward  4x512x4096 (67.1 MB) 18.43 us, 86% of copy; 1x2048x5120 (83.9 MB) 22.15 us, 89%.
     backward 4x512x4096 (83.9 MB) 29.74 us, 66%;         1x2048x5120 (104.9 MB) 35.77 us, 69%.
-  What limits them now: the forward at 2048 rows pays a fixed per-launch cost (512-thread
-  blocks, 4 per SM, 3.9 waves at 4x512x4096; torch.compile 16.69 us there, Liger 22.62 at
-  1x2048x5120 where this kernel wins). A resident grid prefetching the next row into
-  registers needed 104 registers (1 block of 320 threads per SM) and took 37.07 us at
-  1x2048x5120; at one unit per thread (40 registers) it was still no faster at 4x512x4096
-  on an H100 (row_norm.cuh). The backward (47.50 us at 1x2048x5120 before w went to
-  registers and d_residual_out to the row's start, same run) is latency-bound per chunk:
-  at H = 5120, 160-thread blocks (K = 4, 127 registers), 3 per SM, 1 row in flight each.
+  What limits them now: the forward at 2048 rows, where the peers' kernels are as fast or
+  faster. In one process on the H200 (profiler kernel time, run 33; copy 4270 GB/s) this
+  kernel read 17.22 us at 4x512x4096 (91% of copy) against torch.compile's 16.60 and Liger's
+  17.71, and 22.84 us at 1x2048x5120 (86%) against Liger's 22.42 and torch.compile's 24.13.
+  256-thread blocks of two units (17.23), a resident grid prefetching the next row into
+  registers (17.32) and a cp.async shared-memory ring of the next two rows (18.33) did not
+  close it (row_norm.cuh); what Inductor's kernel does differently is not measured yet.
+  The backward (47.50 us at 1x2048x5120 before w went to registers and d_residual_out to
+  the row's start, run 16) is latency-bound per chunk: at H = 5120, 160-thread blocks
+  (K = 4, 127 registers), 3 per SM, 1 row in flight each.
 
 Limits: 1 <= H <= 65536, 0 <= rows <= 2^31 - 1, pointers aligned to sizeof(T), no
 overlap. Build without --use_fast_math.
