@@ -88,9 +88,8 @@ with add_rn). Everything but the policy is rmsnorm's design (rmsnorm_kernels.cu)
   faster. In one process on the H200 (profiler kernel time, run 33; copy 4270 GB/s) this
   kernel read 17.22 us at 4x512x4096 (91% of copy) against torch.compile's 16.60 and Liger's
   17.71, and 22.84 us at 1x2048x5120 (86%) against Liger's 22.42 and torch.compile's 24.13.
-  256-thread blocks of two units (17.23), a resident grid prefetching the next row into
-  registers (17.32) and a cp.async shared-memory ring of the next two rows (18.33) did not
-  close it (row_norm.cuh); what Inductor's kernel does differently is not measured yet.
+  Neither 256-thread blocks of two units (17.23 us) nor the resident designs rejected in
+  row_norm.cuh closed it; what Inductor's kernel does differently is not measured yet.
   The backward (47.50 us at 1x2048x5120 before w went to registers and d_residual_out to
   the row's start, run 16) is latency-bound per chunk: at H = 5120, 160-thread blocks
   (K = 4, 127 registers), 3 per SM, 1 row in flight each.
