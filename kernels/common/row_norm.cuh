@@ -446,8 +446,10 @@ __global__ void __launch_bounds__(kMaxThreads) row_norm_forward_cached_kernel(co
 /// alignment or per-element range tests (units past the row are skipped whole, which adds
 /// no zero to a sum and no (0 - mean)^2 to the deviations), 32-bit unit offsets. w (and b)
 /// are loaded right after x, before the reductions; x (and residual) are loaded and y
-/// (and residual_out) stored with the evict-first hint (ld/st.global.cs: each is touched
-/// once here, and w and b stay cached).
+/// stored with the evict-first hint (ld/st.global.cs: each is touched once here, and w and
+/// b stay cached). residual_out is stored without it: with the hint the fused add forward
+/// took 23.55 / 30.14 us at bf16 2048x4096 / 2048x5120 on an H100, without it 22.34 /
+/// 28.42, the same bits (docs/peer-runs.md, Run 35).
 template <class P, typename T, int K>
 __global__ void __launch_bounds__(kMaxThreads) row_norm_forward_aligned_kernel(const FwdArgs<T> a) {
   using A = acc_t<T>;
@@ -497,7 +499,7 @@ __global__ void __launch_bounds__(kMaxThreads) row_norm_forward_aligned_kernel(c
       A v[V];
       detail::first_sum<P, T>(xc[k], rc[P::kResidual ? k : 0], v, s[0]);
       if constexpr (P::kResidual) {
-        store_unit_hint<true>(a.res_out + off, (tid + k * nthr) * V, hidden, true, pack_from_acc<T>(v));
+        store_unit(a.res_out + off, (tid + k * nthr) * V, hidden, true, pack_from_acc<T>(v));
       }
     }
   }

@@ -84,12 +84,14 @@ with add_rn). Everything but the policy is rmsnorm's design (rmsnorm_kernels.cu)
   Measured (H200, numgate-bench kernel clock, bf16, run 16; copy = D2D memcpy, 4246 GB/s):
     forward  4x512x4096 (67.1 MB) 18.43 us, 86% of copy; 1x2048x5120 (83.9 MB) 22.15 us, 89%.
     backward 4x512x4096 (83.9 MB) 29.74 us, 66%;         1x2048x5120 (104.9 MB) 35.77 us, 69%.
-  What limits them now: the forward at 2048 rows, where the peers' kernels are as fast or
+  What limits them now: the forward at 2048 rows, where the peers' kernels were as fast or
   faster. In one process on the H200 (profiler kernel time, run 33; copy 4270 GB/s) this
   kernel read 17.22 us at 4x512x4096 (91% of copy) against torch.compile's 16.60 and Liger's
   17.71, and 22.84 us at 1x2048x5120 (86%) against Liger's 22.42 and torch.compile's 24.13.
-  Neither 256-thread blocks of two units (17.23 us) nor the resident designs rejected in
-  row_norm.cuh closed it; what Inductor's kernel does differently is not measured yet.
+  Since run 35 residual_out is stored without the evict-first hint (what Inductor's kernel
+  does differently): on an H100 (numgate-bench kernel clock, copy 3044 GB/s) 22.63 us at
+  4x512x4096 and 29.19 us at 1x2048x5120 (87% of copy each), from 24.14 / 30.21 in run 34,
+  ahead of torch.compile (23.93) and Liger (30.13); not yet measured on the H200.
   The backward (47.50 us at 1x2048x5120 before w went to registers and d_residual_out to
   the row's start, run 16) is latency-bound per chunk: at H = 5120, 160-thread blocks
   (K = 4, 127 registers), 3 per SM, 1 row in flight each.
