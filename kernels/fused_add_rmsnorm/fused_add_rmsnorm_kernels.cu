@@ -91,7 +91,8 @@ with add_rn). Everything but the policy is rmsnorm's design (rmsnorm_kernels.cu)
   Since run 35 residual_out is stored without the evict-first hint (what Inductor's kernel
   does differently): on an H100 (numgate-bench kernel clock, copy 3044 GB/s) 22.63 us at
   4x512x4096 and 29.19 us at 1x2048x5120 (87% of copy each), from 24.14 / 30.21 in run 34,
-  ahead of torch.compile (23.93) and Liger (30.13); not yet measured on the H200.
+  ahead of each shape's best peer (torch.compile 23.93, Liger 30.13); not yet measured on
+  the H200.
   The backward (47.50 us at 1x2048x5120 before w went to registers and d_residual_out to
   the row's start, run 16) is latency-bound per chunk: at H = 5120, 160-thread blocks
   (K = 4, 127 registers), 3 per SM, 1 row in flight each.
