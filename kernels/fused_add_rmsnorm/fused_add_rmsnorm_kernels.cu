@@ -88,8 +88,8 @@ with add_rn). Everything but the policy is rmsnorm's design (rmsnorm_kernels.cu)
   faster. In one process on the H200 (profiler kernel time, run 33; copy 4270 GB/s) this
   kernel read 17.22 us at 4x512x4096 (91% of copy) against torch.compile's 16.60 and Liger's
   17.71, and 22.84 us at 1x2048x5120 (86%) against Liger's 22.42 and torch.compile's 24.13.
-  Since run 35 residual_out is stored without the evict-first hint (what Inductor's kernel
-  does differently): on an H100 (numgate-bench kernel clock, copy 3044 GB/s) 22.63 us at
+  Since run 35 residual_out is stored without the evict-first hint, as Inductor's kernel
+  stores it (its two passes over the row were not what made it faster): on an H100 (numgate-bench kernel clock, copy 3044 GB/s) 22.63 us at
   4x512x4096 and 29.19 us at 1x2048x5120 (87% of copy each), from 24.14 / 30.21 in run 34,
   ahead of each shape's best peer (torch.compile 23.93, Liger 30.13); not yet measured on
   the H200.
