@@ -183,11 +183,16 @@ struct Policy {
   /// Row slots of the cp.async ring (kRingStages - 1 rows in flight per block).
   static constexpr int kRingStages = Residual ? 2 : 3;
   /// Fused backward: about this many columns over all chunks of a launch (chunks ~
-  /// kFusedChunkCols / hidden; a constant, never queried from the device). 480 x 4096:
-  /// 480 chunks at H = 4096, 384 at 5120. With db the bf16 H = 4096 block needs 80
-  /// registers (3 blocks per SM, not 4): 384 x 4096 keeps a 2048-row launch in one wave
-  /// of a 132-SM H200 (342 chunks of 6 rows).
-  static constexpr int64_t kFusedChunkCols = int64_t(Bias ? 384 : 480) * 4096;
+  /// kFusedChunkCols / hidden; a constant, never queried from the device). The bf16
+  /// H = 4096 block of the RMS policies fits 4 per SM, 528 on a 132-SM H100 or H200:
+  /// 512 x 4096 gives 512 chunks there (16 rows each at 8192 rows, 4 at 2048), 409 at
+  /// 5120 (342 chunks of 6 rows at 2048 rows); the block-slots left empty by 480 x 4096
+  /// (456 and 410 chunks) cost rmsnorm's backward 4% (session 36, H100, one process:
+  /// 8192 x 4096 90.42 -> 86.23 us, 2048 x 4096 27.01 -> 25.93). Fused add keeps 480 x
+  /// 4096 (its 512-chunk launch measured 0.6% slower). With db the bf16 H = 4096 block
+  /// needs 80 registers (3 blocks per SM, not 4): 384 x 4096 keeps a 2048-row launch in
+  /// one wave of a 132-SM GPU (342 chunks of 6 rows).
+  static constexpr int64_t kFusedChunkCols = int64_t(Bias ? 384 : Residual ? 480 : 512) * 4096;
 };
 
 using RmsPolicy = Policy<Stat::kRms, false, false, false>;

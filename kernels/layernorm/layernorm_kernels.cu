@@ -73,7 +73,7 @@ policy is rmsnorm's design (rmsnorm_kernels.cu):
   backward, fused path (H % VEC == 0 and <= 1024 units per row: bf16/fp16 H <= 8192,
   fp32 H <= 4096, fp64 H <= 2048 with x 16-byte aligned): one block per chunk of
   ceil(rows / max(1, 1572864 / H)) rows (a function of (rows, H) only, never of the
-  device; 384 x 4096 columns rather than rmsnorm's 480 x 4096, because with db the bf16
+  device; 384 x 4096 columns rather than rmsnorm's 512 x 4096, because with db the bf16
   H = 4096 block holds 3 blocks per SM, not 4: a 2048-row launch is 342 chunks, one wave
   on a 132-SM H200) walks its rows in order: sum x (mean), then {sum d^2, sum g, sum g*d} in one
   block reduction, dx, and acc(dy) * xhat and acc(dy) accumulated in registers for its

@@ -44,7 +44,7 @@ everything but the policy is rmsnorm's design (see rmsnorm_kernels.cu):
   (rmsnorm's); rows beyond the cache stream (x read twice).
 
   backward, fused path (H % VEC == 0 and <= 1024 units per row): one block per chunk of
-  ceil(rows / max(1, 1966080 / H)) rows (a function of (rows, H) only) computes dx and
+  ceil(rows / max(1, 2097152 / H)) rows (a function of (rows, H) only) computes dx and
   accumulates the dw partial of its columns in registers over its rows in row order; rows
   in flight through a cp.async ring of 3 row slots in shared memory (x, dy 16-byte
   aligned; w then held in registers for the whole chunk) or prefetched into registers;
@@ -58,7 +58,7 @@ everything but the policy is rmsnorm's design (see rmsnorm_kernels.cu):
 
   Reduction order of dw: since the move to the skeleton, the shapes of the fused path
   (H % VEC == 0, <= 1024 units) sum each chunk's rows sequentially in row order (one
-  chunk per ~1966080 / H rows) instead of the separate path's 64-row chunks in 8 row
+  of about 2097152 / H chunks) instead of the separate path's 64-row chunks in 8 row
   lanes; a different fixed order, within the contract above (any fixed tree order).
 
   The block shape of a row depends only on H, the dtype and x's 16-byte phase, so a row

@@ -64,8 +64,8 @@ row_norm::RmsPolicy (statistic sum x^2, weight w, no residual, no bias). In shor
 
   backward, fused path (H % VEC == 0 and the row's <= 1024 units fit a block of <= 256
   threads: with x 16-byte aligned bf16/fp16 H <= 8192, fp32 H <= 4096, fp64 H <= 2048).
-  One block per chunk of ceil(rows / max(1, 1966080 / H)) rows (a function of (rows, H)
-  only, never of the GPU: about 480 chunks at H = 4096, 384 at 5120) walks its rows in
+  One block per chunk of ceil(rows / max(1, 2097152 / H)) rows (a function of (rows, H)
+  only, never of the GPU: about 512 chunks at H = 4096, 409 at 5120) walks its rows in
   order, computes dx and accumulates acc(dy) * xhat for its columns in registers (xhat
   bitwise the value used for dx), then writes one partial row per chunk. x and 16-byte
   aligned dy: the next 2 rows are copied by cp.async into a ring of 3 row slots in shared
