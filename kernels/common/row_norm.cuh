@@ -94,16 +94,20 @@
 //   at the row's start took fused add 1x2048x5120 from 47.50 to 35.79 us and layernorm
 //   1x2048x5120 from 44.17 to 37.12 us (a tuning run before run 15; bitwise the same
 //   results). Limit: one
-//   block of 160-320 threads per chunk of 4-18 rows, 2-4 blocks per SM (ring slots and
-//   64-128 registers), 1-2 rows in flight per block: the per-row chain (the block
-//   reductions, LayerNorm's two), not DRAM. Nsight Compute (session 36, H100, cold L2,
-//   rmsnorm bf16 8192x4096, 512 chunks): the ring kernel at 78-80% of DRAM peak, 4 blocks
-//   of 8 warps per SM (64 registers), no eligible warp on 41% of cycles, stalls per
-//   issued instruction 1.85 short scoreboard (ring reads), 1.46 long scoreboard, 1.4
-//   barrier (the block reduction), 1.0 MIO throttle. Measured there and slower: the next
+//   block of 160-320 threads per chunk of 4-16 rows at the issue's shapes, 2-4 blocks per
+//   SM (ring slots and 64-128 registers), 1-2 rows in flight per block: the per-row chain
+//   (the block reductions, LayerNorm's two). Nsight Compute (session 36, H100, launched
+//   alone on a cold L2, rmsnorm bf16 8192x4096, 512 chunks): the ring kernel at 71.5-73.3
+//   us, 78-80% of DRAM peak (87-89% of copy), 4 blocks of 8 warps per SM (64 registers),
+//   no eligible warp on 41% of cycles, stalls per issued instruction 1.85 short
+//   scoreboard (ring reads), 1.46 long scoreboard, 1.4 barrier (the block reduction), 1.0
+//   MIO throttle, 58 MB of DRAM writes for the 75 MB of dx and partials; back to back
+//   (profiler kernel time) 83.6-84.0 us, likely from writing back what the previous
+//   launch left in L2. Measured there and slower: the next
 //   row's slot refilled at the row's top rather than after its reduction (up to 10%), and
 //   a fourth slot (3 blocks per SM). The stage-2 kernel adds its own launch (3.3-5.5 us at
-//   the issue's shapes, 293-512 chunks; session 36, H100, profiler kernel time).
+//   the issue's shapes with the current chunking, 293-512 chunks; session 36, H100,
+//   profiler kernel time).
 //   Short rows (row_norm_backward_warp_rows_kernel, aligned rows of <= 8 units; run 24, a
 //   scratch harness on the H200, events around 20 back-to-back calls, so launch gaps
 //   included): layernorm 70000x64 bf16 backward (26.9 MB) 152.3 us in run 23 (the ring

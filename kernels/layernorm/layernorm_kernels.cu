@@ -93,7 +93,7 @@ policy is rmsnorm's design (rmsnorm_kernels.cu):
   Reduction order: since the move to the skeleton, fp64 rows of 513..1024 units
   (1024 < H <= 2048) take the fused path with K = 4 (a block of <= 256 threads) instead
   of the separate path with K = 2, so their block reduction tree and the order of their
-  dw/db sums changed; and the fused chunks are now ~1572864 / H columns instead of
+  dw/db sums changed; and the fused path now cuts ~1572864 / H chunks instead of
   ~1966080 / H, so the order of the dw/db sums of every fused-path shape changed (fixed
   orders, within the contract above). The forward's preferred block went from 384 to
   160 threads on 2026-12-03, so the forward's block shape, and with it y's reduction

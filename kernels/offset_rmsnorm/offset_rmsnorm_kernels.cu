@@ -53,8 +53,8 @@ everything but the policy is rmsnorm's design (see rmsnorm_kernels.cu):
   re-reads x and dy per chunk of R rows (R = 64 for H >= 1024, up to 1024 for narrow
   rows) in 32x8 column tiles: thread row ty sums rows ty, ty+8, ... ascending, then the 8
   thread rows in order 0..7.
-  stage 2: dw[j] = T(sum over chunks of partial[c][j]) by a 32x32 block: chunk lanes ty,
-  ty+32, ... ascending, then the 32 lane sums in order 0..31.
+  stage 2: dw[j] = T(sum over chunks of partial[c][j]) by an 8x32 block per 8 columns:
+  chunk lanes ty, ty+32, ... ascending, then the 32 lane sums in order 0..31.
 
   Reduction order of dw: since the move to the skeleton, the shapes of the fused path
   (H % VEC == 0, <= 1024 units) sum each chunk's rows sequentially in row order (one

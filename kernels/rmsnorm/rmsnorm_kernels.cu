@@ -107,12 +107,14 @@ row_norm::RmsPolicy (statistic sum x^2, weight w, no residual, no bias). In shor
   between the two shapes take 24.1 us, 4.17 TB/s); the 2048-row launch (1.94 waves of
   256-thread blocks) pays a fixed per-launch cost (Liger 9.69 us). The general kernel was
   issue-bound (Nsight Compute; common/row_norm.cuh), which the aligned one relieves. The
-  backward is bound by each row's chain, not by DRAM: with 512 chunks (since session 36;
-  on an H100, numgate-bench kernel clock, 1x8192x4096 87.60 us = 72% of copy, from 90.60
-  with 456 chunks) Nsight Compute shows its first stage at 78-80% of DRAM peak (cold L2,
-  H100), 4 blocks of 8 warps per SM (64 registers), no eligible warp on 41% of cycles,
-  the stalls spread over the ring's shared-memory reads, global loads and the block
-  reduction's barriers; the stage-2 launch adds 3.5 us.
+  backward with 512 chunks (since session 36; on an H100, numgate-bench kernel clock,
+  1x8192x4096 87.60 us = 72% of copy, from 90.60 with 456 chunks): launched alone on a
+  cold L2 (Nsight Compute, H100) its first stage moves 87-89% of copy, with no eligible
+  warp on 41% of cycles (4 blocks of 8 warps per SM, 64 registers; stalls on the ring's
+  shared-memory reads, global loads and the block reduction's barriers); back to back it
+  takes 84 us instead of 72 (likely the write-back of the ~17 MB of dx and partials the
+  previous launch left in L2: ncu counted 58 of their 75 MB as DRAM writes), and the
+  stage-2 launch adds 3.5 us.
 
 Limits: 1 <= H <= 65536, 0 <= rows <= 2^31 - 1 (at most one block per row in grid.x), pointers
 aligned to sizeof(T), no overlap between tensors. Build without --use_fast_math (the
