@@ -89,13 +89,14 @@ with add_rn). Everything but the policy is rmsnorm's design (rmsnorm_kernels.cu)
   kernel read 17.22 us at 4x512x4096 (91% of copy) against torch.compile's 16.60 and Liger's
   17.71, and 22.84 us at 1x2048x5120 (86%) against Liger's 22.42 and torch.compile's 24.13.
   Since run 35 residual_out is stored without the evict-first hint, as Inductor's kernel
-  stores it (its two passes over the row were not what made it faster): on an H100 (numgate-bench kernel clock, copy 3044 GB/s) 22.63 us at
-  4x512x4096 and 29.19 us at 1x2048x5120 (87% of copy each), from 24.14 / 30.21 in run 34,
-  ahead of each shape's best peer (torch.compile 23.93, Liger 30.13); not yet measured on
-  the H200.
+  stores it (its two passes over the row were not what made it faster): on an H100
+  (numgate-bench kernel clock, copy 3044 GB/s) 22.63 us at 4x512x4096 and 29.19 us at
+  1x2048x5120 (87% of copy each), from 24.14 / 30.21 in run 34, ahead of each shape's best
+  peer (torch.compile 23.93, Liger 30.13); not yet measured on the H200.
   The backward (47.50 us at 1x2048x5120 before w went to registers and d_residual_out to
-  the row's start, run 16) is latency-bound per chunk: at H = 5120, 160-thread blocks
-  (K = 4, 127 registers), 3 per SM, 1 row in flight each.
+  the row's start, run 16) is bound by the per-row chain (common/row_norm.cuh, the
+  backward's limit): at H = 5120, 160-thread blocks (K = 4, 127 registers), 3 per SM, 1
+  row in flight each.
 
 Limits: 1 <= H <= 65536, 0 <= rows <= 2^31 - 1, pointers aligned to sizeof(T), no
 overlap. Build without --use_fast_math.

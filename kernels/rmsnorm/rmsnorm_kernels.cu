@@ -108,13 +108,10 @@ row_norm::RmsPolicy (statistic sum x^2, weight w, no residual, no bias). In shor
   256-thread blocks) pays a fixed per-launch cost (Liger 9.69 us). The general kernel was
   issue-bound (Nsight Compute; common/row_norm.cuh), which the aligned one relieves. The
   backward with 512 chunks (since session 36; on an H100, numgate-bench kernel clock,
-  1x8192x4096 87.60 us = 72% of copy, from 90.60 with 456 chunks): launched alone on a
-  cold L2 (Nsight Compute, H100) its first stage moves 87-89% of copy, with no eligible
-  warp on 41% of cycles (4 blocks of 8 warps per SM, 64 registers; stalls on the ring's
-  shared-memory reads, global loads and the block reduction's barriers); back to back it
-  takes 84 us instead of 72 (likely the write-back of the ~17 MB of dx and partials the
-  previous launch left in L2: ncu counted 58 of their 75 MB as DRAM writes), and the
-  stage-2 launch adds 3.5 us.
+  1x8192x4096 87.60 us = 72% of copy, from 90.60 with 456 chunks) is bound by the per-row
+  chain: launched alone its first stage moves 87-89% of copy, back to back 79%, and the
+  stage-2 launch adds 3.5 us (the Nsight Compute figures: common/row_norm.cuh, the
+  backward's limit).
 
 Limits: 1 <= H <= 65536, 0 <= rows <= 2^31 - 1 (at most one block per row in grid.x), pointers
 aligned to sizeof(T), no overlap between tensors. Build without --use_fast_math (the
