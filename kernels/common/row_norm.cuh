@@ -200,7 +200,10 @@ struct Policy {
   /// 8192 x 4096 90.42 -> 86.23 us, 2048 x 4096 27.01 -> 25.93). Fused add keeps 480 x
   /// 4096 (its 512-chunk launch measured 0.6% slower). With db the bf16 H = 4096 block
   /// needs 80 registers (3 blocks per SM, not 4): 384 x 4096 keeps a 2048-row launch in
-  /// one wave of a 132-SM GPU (342 chunks of 6 rows).
+  /// one wave of a 132-SM GPU (342 chunks of 6 rows). At H = 5120 (3 per SM by the ring's
+  /// shared memory) it gives 293 chunks for 396 slots; 342 measured 2.8% faster there
+  /// (session 37, H100, 2048 x 5120 38.80 -> 37.70 us), which no one constant gives
+  /// together with <= 396 chunks at 4096.
   static constexpr int64_t kFusedChunkCols = int64_t(Bias ? 384 : Residual ? 480 : 512) * 4096;
 };
 
