@@ -96,7 +96,7 @@
 //   results). Limit: one
 //   block of 160-320 threads per chunk of 4-16 rows at the issue's shapes, 2-4 blocks per
 //   SM (ring slots and 64-128 registers), 1-2 rows in flight per block: the per-row chain
-//   (the block reductions, LayerNorm's two). Nsight Compute (session 36, H100, launched
+//   (the block reductions, LayerNorm's two). Nsight Compute (run 36, H100, launched
 //   alone on a cold L2, rmsnorm bf16 8192x4096, 512 chunks): the ring kernel at 71.5-73.3
 //   us, 78-80% of DRAM peak (87-89% of copy), 4 blocks of 8 warps per SM (64 registers),
 //   no eligible warp on 41% of cycles, stalls per issued instruction 1.85 short
@@ -106,7 +106,7 @@
 //   launch left in L2. Measured there and slower: the next
 //   row's slot refilled at the row's top rather than after its reduction (up to 10%), and
 //   a fourth slot (3 blocks per SM). The stage-2 kernel adds its own launch (3.3-5.5 us at
-//   the issue's shapes with the current chunking, 293-512 chunks; session 36, H100,
+//   the issue's shapes with the current chunking, 293-512 chunks; run 36, H100,
 //   profiler kernel time).
 //   Short rows (row_norm_backward_warp_rows_kernel, aligned rows of <= 8 units; run 24, a
 //   scratch harness on the H200, events around 20 back-to-back calls, so launch gaps
@@ -196,13 +196,13 @@ struct Policy {
   /// H = 4096 block of the RMS policies fits 4 per SM, 528 on a 132-SM H100 or H200:
   /// 512 x 4096 gives 512 chunks there (16 rows each at 8192 rows, 4 at 2048), 409 at
   /// 5120 (342 chunks of 6 rows at 2048 rows); the block-slots left empty by 480 x 4096
-  /// (456 and 410 chunks) cost rmsnorm's backward 4% (session 36, H100, one process:
+  /// (456 and 410 chunks) cost rmsnorm's backward 4% (run 36, H100, one process:
   /// 8192 x 4096 90.42 -> 86.23 us, 2048 x 4096 27.01 -> 25.93). Fused add keeps 480 x
   /// 4096 (its 512-chunk launch measured 0.6% slower). With db the bf16 H = 4096 block
   /// needs 80 registers (3 blocks per SM, not 4): 384 x 4096 keeps a 2048-row launch in
   /// one wave of a 132-SM GPU (342 chunks of 6 rows). At H = 5120 (3 per SM by the ring's
   /// shared memory) it gives 293 chunks for 396 slots; 342 measured 2.8% faster there
-  /// (session 37, H100, 2048 x 5120 38.80 -> 37.70 us), which no one constant gives
+  /// (run 37, H100, 2048 x 5120 38.80 -> 37.70 us), which no one constant gives
   /// together with <= 396 chunks at 4096.
   static constexpr int64_t kFusedChunkCols = int64_t(Bias ? 384 : Residual ? 480 : 512) * 4096;
 };

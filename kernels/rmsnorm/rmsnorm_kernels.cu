@@ -107,7 +107,7 @@ row_norm::RmsPolicy (statistic sum x^2, weight w, no residual, no bias). In shor
   between the two shapes take 24.1 us, 4.17 TB/s); the 2048-row launch (1.94 waves of
   256-thread blocks) pays a fixed per-launch cost (Liger 9.69 us). The general kernel was
   issue-bound (Nsight Compute; common/row_norm.cuh), which the aligned one relieves. The
-  backward with 512 chunks (since session 36; on an H100, numgate-bench kernel clock,
+  backward with 512 chunks (since run 36; on an H100, numgate-bench kernel clock,
   1x8192x4096 87.60 us = 72% of copy, from 90.60 with 456 chunks) is bound by the per-row
   chain: launched alone its first stage moves 87-89% of copy, back to back 79%, and the
   stage-2 launch adds 3.5 us (the Nsight Compute figures: common/row_norm.cuh, the
