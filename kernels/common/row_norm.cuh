@@ -102,10 +102,11 @@
 //   no eligible warp on 41% of cycles, stalls per issued instruction 1.85 short
 //   scoreboard (ring reads), 1.46 long scoreboard, 1.4 barrier (the block reduction), 1.0
 //   MIO throttle, 58 MB of DRAM writes for the 75 MB of dx and partials; back to back
-//   (profiler kernel time) 83.6-84.0 us, likely from writing back what the previous
-//   launch left in L2. Measured there and slower: the next
-//   row's slot refilled at the row's top rather than after its reduction (up to 10%), and
-//   a fourth slot (3 blocks per SM). The stage-2 kernel adds its own launch (3.3-5.5 us at
+//   (profiler kernel time) 83.6-84.0 us: the write-back of what the previous launch
+//   left dirty in L2 (run 38, H100, stage 1: 82.81 us back to back, 69.36 after a 256 MB
+//   read that leaves L2 clean, 77.87 after a 256 MB write). Measured there and slower:
+//   the next row's slot refilled at the row's top rather than after its reduction (up to
+//   10%), and a fourth slot (3 blocks per SM). The stage-2 kernel adds its own launch (3.3-5.5 us at
 //   the issue's shapes with the current chunking, 293-512 chunks; run 36, H100,
 //   profiler kernel time).
 //   Short rows (row_norm_backward_warp_rows_kernel, aligned rows of <= 8 units; run 24, a
