@@ -106,9 +106,9 @@
 //   left dirty in L2 (run 38, H100, stage 1: 82.81 us back to back, 69.36 after a 256 MB
 //   read that leaves L2 clean, 77.87 after a 256 MB write). Measured there and slower:
 //   the next row's slot refilled at the row's top rather than after its reduction (up to
-//   10%), and a fourth slot (3 blocks per SM). The stage-2 kernel adds its own launch (3.3-5.5 us at
-//   the issue's shapes with the current chunking, 293-512 chunks; run 36, H100,
-//   profiler kernel time).
+//   10%), and a fourth slot (3 blocks per SM). The stage-2 kernel adds its own launch
+//   (3.3-5.5 us at the issue's shapes with the current chunking, 293-512 chunks; run 36,
+//   H100, profiler kernel time).
 //   Short rows (row_norm_backward_warp_rows_kernel, aligned rows of <= 8 units; run 24, a
 //   scratch harness on the H200, events around 20 back-to-back calls, so launch gaps
 //   included): layernorm 70000x64 bf16 backward (26.9 MB) 152.3 us in run 23 (the ring

@@ -109,9 +109,9 @@ row_norm::RmsPolicy (statistic sum x^2, weight w, no residual, no bias). In shor
   issue-bound (Nsight Compute; common/row_norm.cuh), which the aligned one relieves. The
   backward with 512 chunks (since run 36; on an H100, numgate-bench kernel clock,
   1x8192x4096 87.60 us = 72% of copy, from 90.60 with 456 chunks) is bound by the per-row
-  chain: launched alone its first stage moves 87-89% of copy, back to back 79%, and the
-  stage-2 launch adds 3.5 us (the Nsight Compute figures: common/row_norm.cuh, the
-  backward's limit).
+  chain: launched alone its first stage moves 87-89% of copy, back to back 79% (the
+  difference is the previous launch's L2 write-back, run 38), and the stage-2 launch adds
+  3.5 us (the figures: common/row_norm.cuh, the backward's limit).
 
 Limits: 1 <= H <= 65536, 0 <= rows <= 2^31 - 1 (at most one block per row in grid.x), pointers
 aligned to sizeof(T), no overlap between tensors. Build without --use_fast_math (the
