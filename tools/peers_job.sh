@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Issue 12's whole GPU job in one call: the main job (tools/run.sh: build, generation,
+# replay of every kernel, report, benchmark), the path tests once more in a log of their
+# own, the peer script's own CPU test, the peers (tools/bench_peers.py: torch.compile, and
+# Liger-Kernel with --liger) and the comparison (numgate-bench --peers). Every step runs
+# even when one before it failed; the exit status is 1 if any step failed, else 0. A step
+# skipped for want of a device (exit 77) counts as run.
+#
+#   tools/peers_job.sh [--liger PATH/Liger-Kernel/src] [--logs DIR]
+#
+# Logs (default: $OUT/logs when OUT is set, else $NUMGATE_BUILD_DIR/peers_job): steps.txt
+# (epoch seconds and exit status of each step), gpu.txt (nvidia-smi, commit, git status),
+# run.log, report.md, report.json, direct.log, cpu_bench_peers.log, bench_peers.log,
+# peers.json, peers_bench.log. Build settings come from the environment as for
+# tools/run.sh (NUMGATE_BUILD_DIR, NUMGATE_CMAKE_ARGS, NUMGATE_OFFLINE_DEBS).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+liger="" logs=""
+while (($#)); do
+  case "$1" in
+    --liger) [ $# -ge 2 ] || { echo "tools/peers_job.sh: --liger needs a path" >&2; exit 2; }; liger=$2; shift 2 ;;
+    --logs) [ $# -ge 2 ] || { echo "tools/peers_job.sh: --logs needs a folder" >&2; exit 2; }; logs=$2; shift 2 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    *) echo "tools/peers_job.sh: unknown argument '$1' (usage: tools/peers_job.sh [--liger PATH] [--logs DIR])" >&2; exit 2 ;;
+  esac
+done
+if [ -n "$liger" ] && [ ! -d "$liger/liger_kernel/ops" ]; then
+  echo "tools/peers_job.sh: --liger $liger: no liger_kernel/ops folder there; give Liger-Kernel's src folder" >&2; exit 2
+fi
+build=${NUMGATE_BUILD_DIR:-build}
+if [ -z "$logs" ]; then
+  if [ -n "${OUT:-}" ]; then logs=$OUT/logs; else logs=$build/peers_job; fi
+fi
+mkdir -p "$logs" || exit 2
+failed=0
+step() { # step NAME RC
+  echo "$(date +%s) $1 rc=$2" >> "$logs/steps.txt"
+  case "$2" in 0|77) ;; *) failed=1 ;; esac
+}
+{ nvidia-smi || true; git log -1 --oneline; git status --short; } > "$logs/gpu.txt" 2>&1
+echo "$(date +%s) start" > "$logs/steps.txt"
+
+( time tools/run.sh ) > "$logs/run.log" 2>&1; step run.sh $?
+tail -60 "$logs/run.log"
+cp "$build/report.md" "$build/report.json" "$logs/" 2>/dev/null
+
+# The path tests (each kernel path against its sibling, bit for bit or within the gate) on
+# the committed fixtures: every per-op replay above runs them too, mixed into its log;
+# here once more, alone, so that their results sit in one log.
+"$build/tests/numgate_replay" --fixtures golden_data --report-dir "$build/direct" \
+  --gtest_filter='NormBackwardPaths.*:NormForwardPaths.*:CrossEntropyFused.*:GluPaths.*:GluFastMath.*:SoftmaxBlockWidth.*:SoftmaxCausalBackward.*' \
+  > "$logs/direct.log" 2>&1; step direct $?
+tail -3 "$logs/direct.log"
+
+ctest --test-dir "$build" -R '^cpu\.bench_peers$' > "$logs/cpu_bench_peers.log" 2>&1; step cpu.bench_peers $?
+tail -3 "$logs/cpu_bench_peers.log"
+
+peer_args=(--bench "$build"/reports/*/bench.json --out "$build/peers.json")
+[ -n "$liger" ] && peer_args+=(--liger "$liger")
+( time python3 tools/bench_peers.py "${peer_args[@]}" ) > "$logs/bench_peers.log" 2>&1; step bench_peers $?
+tail -5 "$logs/bench_peers.log"
+cp "$build/peers.json" "$logs/" 2>/dev/null
+
+if [ -f "$build/peers.json" ]; then
+  "$build/tools/numgate-bench" --report "$build/report.json" --peers "$build/peers.json" \
+    > "$logs/peers_bench.log" 2>&1; step numgate-bench-peers $?
+  grep -E '^(peer|peers:|bench peers|bench outputs|bench copy)' "$logs/peers_bench.log" | tail -90
+else
+  echo "no $build/peers.json (the peer script did not run: see $logs/bench_peers.log)"; step numgate-bench-peers 77
+fi
+cat "$logs/steps.txt"
+exit $failed
