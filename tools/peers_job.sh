@@ -6,7 +6,7 @@
 # even when one before it failed; the exit status is 1 if any step failed, else 0. A step
 # skipped for want of a device (exit 77) counts as run.
 #
-#   tools/peers_job.sh [--liger PATH/Liger-Kernel/src] [--logs DIR]
+#   tools/peers_job.sh [--liger PATH/Liger-Kernel] [--logs DIR]   (the repository or its src/)
 #
 # Logs (default: $OUT/logs when OUT is set, else $NUMGATE_BUILD_DIR/peers_job): steps.txt
 # (epoch seconds and exit status of each step), gpu.txt (nvidia-smi, commit, git status),
@@ -24,8 +24,9 @@ while (($#)); do
     *) echo "tools/peers_job.sh: unknown argument '$1' (usage: tools/peers_job.sh [--liger PATH] [--logs DIR])" >&2; exit 2 ;;
   esac
 done
-if [ -n "$liger" ] && [ ! -d "$liger/liger_kernel/ops" ]; then
-  echo "tools/peers_job.sh: --liger $liger: no liger_kernel/ops folder there; give Liger-Kernel's src folder" >&2; exit 2
+# Refused before the main job's minutes, as tools/bench_peers.py would refuse it after them.
+if [ -n "$liger" ] && [ ! -f "$liger/liger_kernel/ops/__init__.py" ] && [ ! -f "$liger/src/liger_kernel/ops/__init__.py" ]; then
+  echo "tools/peers_job.sh: --liger $liger: no liger_kernel/ops/__init__.py under it or its src/; give Liger-Kernel's repository or its src/ folder" >&2; exit 2
 fi
 build=${NUMGATE_BUILD_DIR:-build}
 if [ -z "$logs" ]; then
@@ -55,6 +56,7 @@ tail -3 "$logs/direct.log"
 ctest --test-dir "$build" -R '^cpu\.bench_peers$' > "$logs/cpu_bench_peers.log" 2>&1; step cpu.bench_peers $?
 tail -3 "$logs/cpu_bench_peers.log"
 
+rm -f "$build/peers.json"  # never compare against a file left by an earlier run
 peer_args=(--bench "$build"/reports/*/bench.json --out "$build/peers.json")
 [ -n "$liger" ] && peer_args+=(--liger "$liger")
 ( time python3 tools/bench_peers.py "${peer_args[@]}" ) > "$logs/bench_peers.log" 2>&1; step bench_peers $?

@@ -8,6 +8,9 @@
   sets_for          input sets so that one rotation touches more than 2x L2, memory permitting
   main              refuses bad arguments and bad input before importing PyTorch; without
                     PyTorch, exit 77 and a message saying so (not a traceback)
+  tools/peers_job.sh  (the device call that runs the main job, then this script) refuses a
+                    bad argument or a --liger folder without liger_kernel/ops/__init__.py
+                    at once: exit 2, a message, nothing built and no log written
 
 Run: python3 -m unittest discover -s tests/cpu -p 'test_bench_peers.py' (from the checkout).
 """
@@ -25,6 +28,7 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOOLS = os.path.join(os.path.dirname(os.path.dirname(HERE)), "tools")
 SCRIPT = os.path.join(TOOLS, "bench_peers.py")
+PEERS_JOB = os.path.join(TOOLS, "peers_job.sh")
 sys.path.insert(0, TOOLS)
 import bench_peers  # noqa: E402
 
@@ -261,6 +265,47 @@ class MainWithoutTorch(unittest.TestCase):
         self.assertEqual(r.returncode, bench_peers.EXIT_USAGE)
         self.assertIn(missing + ": cannot read numgate-bench JSON", r.stderr)
         self.assertFalse(os.path.exists(out))
+
+
+
+class PeersJobRefusals(unittest.TestCase):
+    """tools/peers_job.sh's refusals come before its main job (minutes of build and replay)."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="numgate_peers_job_")
+        self.build = os.path.join(self.tmp, "build")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def run_job(self, *args):
+        env = {k: v for k, v in os.environ.items() if k != "OUT"}
+        env["NUMGATE_BUILD_DIR"] = self.build
+        return subprocess.run(["bash", PEERS_JOB, *args], capture_output=True, text=True, env=env, timeout=60)
+
+    def assert_refused(self, r, message):
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertIn(message, r.stderr)
+        self.assertFalse(os.path.exists(self.build), "the build folder was created: the job started")
+
+    def test_an_unknown_argument_is_refused(self):
+        self.assert_refused(self.run_job("--bogus"), "unknown argument '--bogus'")
+
+    def test_an_option_without_its_value_is_refused(self):
+        self.assert_refused(self.run_job("--liger"), "--liger needs a path")
+        self.assert_refused(self.run_job("--logs"), "--logs needs a folder")
+
+    def test_a_liger_folder_without_its_ops_package_is_refused(self):
+        liger = os.path.join(self.tmp, "Liger-Kernel")
+        write(os.path.join(liger, "src", "liger_kernel", "README"), "no ops package here\n")
+        self.assert_refused(self.run_job("--liger", liger), "no liger_kernel/ops/__init__.py under it or its src/")
+        self.assert_refused(self.run_job("--liger", os.path.join(liger, "src")), "no liger_kernel/ops/__init__.py")
+
+    def test_help_prints_the_usage(self):
+        r = self.run_job("--help")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("tools/peers_job.sh [--liger PATH/Liger-Kernel] [--logs DIR]", r.stdout)
+        self.assertFalse(os.path.exists(self.build))
 
 
 if __name__ == "__main__":
