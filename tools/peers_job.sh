@@ -4,35 +4,57 @@
 # own, the peer script's own CPU test, the peers (tools/bench_peers.py: torch.compile, and
 # Liger-Kernel with --liger) and the comparison (numgate-bench --peers). Every step runs
 # even when one before it failed; the exit status is 1 if any step failed, else 0. A step
-# skipped for want of a device (exit 77) counts as run.
+# skipped with exit 77 (no CUDA device; for the peer script also no PyTorch) counts as run:
+# read steps.txt. Bad arguments are refused at once (exit 2), before anything is built.
 #
-#   tools/peers_job.sh [--liger PATH/Liger-Kernel] [--logs DIR]   (the repository or its src/)
+#   tools/peers_job.sh [--liger PATH/Liger-Kernel] [--logs DIR]
 #
-# Logs (default: $OUT/logs when OUT is set, else $NUMGATE_BUILD_DIR/peers_job): steps.txt
-# (epoch seconds and exit status of each step), gpu.txt (nvidia-smi, commit, git status),
-# run.log, report.md, report.json, direct.log, cpu_bench_peers.log, bench_peers.log,
-# peers.json, peers_bench.log. Build settings come from the environment as for
-# tools/run.sh (NUMGATE_BUILD_DIR, NUMGATE_CMAKE_ARGS, NUMGATE_OFFLINE_DEBS).
+# --liger: the repository or its src/; its liger_kernel/ops/__init__.py must be empty.
+# Relative paths are taken from where the caller stands. Logs (default: $OUT/logs when OUT
+# is set, else $NUMGATE_BUILD_DIR/peers_job): steps.txt (epoch seconds and exit status of
+# each step), gpu.txt (nvidia-smi, commit, git status), run.log, report.md, report.json,
+# direct.log, cpu_bench_peers.log, bench_peers.log, peers.json, peers_bench.log; an earlier
+# run's logs, report and benchmark files are removed first. Build settings come from the
+# environment as for tools/run.sh (NUMGATE_BUILD_DIR, relative to the repository root;
+# NUMGATE_CMAKE_ARGS, NUMGATE_OFFLINE_DEBS).
 set -uo pipefail
-cd "$(dirname "$0")/.."
-liger="" logs=""
+usage="usage: tools/peers_job.sh [--liger PATH] [--logs DIR]"
+liger="" logs="" liger_given=0
 while (($#)); do
   case "$1" in
-    --liger) [ $# -ge 2 ] || { echo "tools/peers_job.sh: --liger needs a path" >&2; exit 2; }; liger=$2; shift 2 ;;
-    --logs) [ $# -ge 2 ] || { echo "tools/peers_job.sh: --logs needs a folder" >&2; exit 2; }; logs=$2; shift 2 ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
-    *) echo "tools/peers_job.sh: unknown argument '$1' (usage: tools/peers_job.sh [--liger PATH] [--logs DIR])" >&2; exit 2 ;;
+    --liger|--logs) [ $# -ge 2 ] || { echo "tools/peers_job.sh: $1 needs a value ($usage)" >&2; exit 2; }
+                    opt=$1 val=$2; shift 2 ;;
+    --liger=*|--logs=*) opt=${1%%=*} val=${1#*=}; shift ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    *) echo "tools/peers_job.sh: unknown argument '$1' ($usage)" >&2; exit 2 ;;
   esac
+  [ -n "$val" ] || { echo "tools/peers_job.sh: $opt needs a non-empty value ($usage)" >&2; exit 2; }
+  case "$val" in /*) ;; *) val=$PWD/$val ;; esac  # relative to where the caller stands
+  if [ "$opt" = --liger ]; then liger=$val liger_given=1; else logs=$val; fi
 done
-# Refused before the main job's minutes, as tools/bench_peers.py would refuse it after them.
-if [ -n "$liger" ] && [ ! -f "$liger/liger_kernel/ops/__init__.py" ] && [ ! -f "$liger/src/liger_kernel/ops/__init__.py" ]; then
-  echo "tools/peers_job.sh: --liger $liger: no liger_kernel/ops/__init__.py under it or its src/; give Liger-Kernel's repository or its src/ folder" >&2; exit 2
+cd "$(dirname "$0")/.." || exit 2
+# Refused before the main job's minutes, as tools/bench_peers.py would refuse it after them:
+# its package is looked for as the peer script does, and its ops/__init__.py must be empty.
+if ((liger_given)); then
+  src=$liger; [ -d "$liger/liger_kernel" ] || src=$liger/src
+  init=$src/liger_kernel/ops/__init__.py
+  if [ ! -f "$init" ]; then
+    echo "tools/peers_job.sh: --liger $liger: no liger_kernel/ops/__init__.py under it or its src/; give Liger-Kernel's repository or its src/ folder" >&2; exit 2
+  fi
+  if [ -s "$init" ]; then
+    echo "tools/peers_job.sh: --liger $liger: $init is not empty (upstream it imports every op); replace it by an empty file in your copy" >&2; exit 2
+  fi
 fi
 build=${NUMGATE_BUILD_DIR:-build}
 if [ -z "$logs" ]; then
   if [ -n "${OUT:-}" ]; then logs=$OUT/logs; else logs=$build/peers_job; fi
 fi
 mkdir -p "$logs" || exit 2
+# Nothing from an earlier run may pass for this one's: its logs, its report, the per-op
+# benchmark files the peer script reads (an op whose replay fails writes none) and the peers file.
+(cd "$logs" && rm -f steps.txt gpu.txt run.log report.md report.json direct.log cpu_bench_peers.log \
+  bench_peers.log peers.json peers_bench.log)
+rm -f "$build/report.md" "$build/report.json" "$build/peers.json" "$build"/reports/*/bench.json
 failed=0
 step() { # step NAME RC
   echo "$(date +%s) $1 rc=$2" >> "$logs/steps.txt"
@@ -53,12 +75,11 @@ cp "$build/report.md" "$build/report.json" "$logs/" 2>/dev/null
   > "$logs/direct.log" 2>&1; step direct $?
 tail -3 "$logs/direct.log"
 
-ctest --test-dir "$build" -R '^cpu\.bench_peers$' > "$logs/cpu_bench_peers.log" 2>&1; step cpu.bench_peers $?
+ctest --test-dir "$build" --no-tests=error -R '^cpu\.bench_peers$' > "$logs/cpu_bench_peers.log" 2>&1; step cpu.bench_peers $?
 tail -3 "$logs/cpu_bench_peers.log"
 
-rm -f "$build/peers.json"  # never compare against a file left by an earlier run
 peer_args=(--bench "$build"/reports/*/bench.json --out "$build/peers.json")
-[ -n "$liger" ] && peer_args+=(--liger "$liger")
+((liger_given)) && peer_args+=(--liger "$liger")
 ( time python3 tools/bench_peers.py "${peer_args[@]}" ) > "$logs/bench_peers.log" 2>&1; step bench_peers $?
 tail -5 "$logs/bench_peers.log"
 cp "$build/peers.json" "$logs/" 2>/dev/null

@@ -9,8 +9,8 @@
   main              refuses bad arguments and bad input before importing PyTorch; without
                     PyTorch, exit 77 and a message saying so (not a traceback)
   tools/peers_job.sh  (the device call that runs the main job, then this script) refuses a
-                    bad argument or a --liger folder without liger_kernel/ops/__init__.py
-                    at once: exit 2, a message, nothing built and no log written
+                    bad argument, or a --liger folder without an empty
+                    liger_kernel/ops/__init__.py, at once: exit 2, a message, nothing built
 
 Run: python3 -m unittest discover -s tests/cpu -p 'test_bench_peers.py' (from the checkout).
 """
@@ -20,6 +20,7 @@ import io
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -278,10 +279,19 @@ class PeersJobRefusals(unittest.TestCase):
     def tearDown(self):
         shutil.rmtree(self.tmp, ignore_errors=True)
 
-    def run_job(self, *args):
+    def run_job(self, *args, cwd=None):
         env = {k: v for k, v in os.environ.items() if k != "OUT"}
         env["NUMGATE_BUILD_DIR"] = self.build
-        return subprocess.run(["bash", PEERS_JOB, *args], capture_output=True, text=True, env=env, timeout=60)
+        # Its own process group: should a broken refusal let the job start (cmake, the build),
+        # the whole group is killed at the timeout, not left building.
+        p = subprocess.Popen(["bash", PEERS_JOB, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=env, cwd=cwd, start_new_session=True)
+        try:
+            out, err = p.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            out, err = p.communicate()
+        return subprocess.CompletedProcess(p.args, p.returncode, out, err)
 
     def assert_refused(self, r, message):
         self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
@@ -292,14 +302,25 @@ class PeersJobRefusals(unittest.TestCase):
         self.assert_refused(self.run_job("--bogus"), "unknown argument '--bogus'")
 
     def test_an_option_without_its_value_is_refused(self):
-        self.assert_refused(self.run_job("--liger"), "--liger needs a path")
-        self.assert_refused(self.run_job("--logs"), "--logs needs a folder")
+        self.assert_refused(self.run_job("--liger"), "--liger needs a value")
+        self.assert_refused(self.run_job("--logs"), "--logs needs a value")
+        self.assert_refused(self.run_job("--liger", ""), "--liger needs a non-empty value")
+        self.assert_refused(self.run_job("--logs="), "--logs needs a non-empty value")
 
     def test_a_liger_folder_without_its_ops_package_is_refused(self):
         liger = os.path.join(self.tmp, "Liger-Kernel")
         write(os.path.join(liger, "src", "liger_kernel", "README"), "no ops package here\n")
-        self.assert_refused(self.run_job("--liger", liger), "no liger_kernel/ops/__init__.py under it or its src/")
-        self.assert_refused(self.run_job("--liger", os.path.join(liger, "src")), "no liger_kernel/ops/__init__.py")
+        message = "no liger_kernel/ops/__init__.py under it or its src/"
+        self.assert_refused(self.run_job("--liger", liger), message)
+        self.assert_refused(self.run_job("--liger=" + os.path.join(liger, "src")), message)
+        # A relative path is the caller's, not the repository root's.
+        r = self.run_job("--liger", "Liger-Kernel", cwd=self.tmp)
+        self.assert_refused(r, "--liger " + liger + ": " + message)
+
+    def test_an_ops_init_that_imports_every_op_is_refused(self):
+        liger = os.path.join(self.tmp, "Liger-Kernel")
+        write(os.path.join(liger, "src", "liger_kernel", "ops", "__init__.py"), "from .rms_norm import *\n")
+        self.assert_refused(self.run_job("--liger", liger), "__init__.py is not empty")
 
     def test_help_prints_the_usage(self):
         r = self.run_job("--help")
