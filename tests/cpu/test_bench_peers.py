@@ -268,7 +268,6 @@ class MainWithoutTorch(unittest.TestCase):
         self.assertFalse(os.path.exists(out))
 
 
-
 class PeersJobRefusals(unittest.TestCase):
     """tools/peers_job.sh's refusals come before its main job (minutes of build and replay)."""
 
