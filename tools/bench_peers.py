@@ -97,6 +97,19 @@ def die(msg, code=EXIT_USAGE):
     sys.exit(code)
 
 
+def checked_liger_src(path):
+    """The folder holding Liger-Kernel's liger_kernel package: PATH itself or PATH/src. Refused
+    (exit 2) when liger_kernel/ops/__init__.py is missing or not empty (upstream it imports every
+    op). tools/peers_job.sh calls this before its main job."""
+    src = path if os.path.isdir(os.path.join(path, "liger_kernel")) else os.path.join(path, "src")
+    init = os.path.join(src, "liger_kernel", "ops", "__init__.py")
+    if not os.path.isfile(init):
+        die(f"--liger {path}: no liger_kernel/ops/__init__.py under it or its src/")
+    if os.path.getsize(init) != 0:
+        die(f"{init} is not empty: replace it by an empty file in your copy (upstream it imports every op)")
+    return src
+
+
 def load_bench_lines(paths, dtypes):
     """The distinct (op, dtype, shape, params) of numgate-bench's lines, in file order."""
     seen, out = set(), []
@@ -727,6 +740,7 @@ def main():
     if a.ops:
         keep = set(a.ops.split(","))
         cases = [c for c in cases if c["op"] in keep]
+    liger_src = checked_liger_src(a.liger) if a.liger else None
 
     try:
         import torch
@@ -739,14 +753,8 @@ def main():
         die("no CUDA device", EXIT_NO_DEVICE)
     liger = None
     if a.liger:
-        src = a.liger if os.path.isdir(os.path.join(a.liger, "liger_kernel")) else os.path.join(a.liger, "src")
-        init = os.path.join(src, "liger_kernel", "ops", "__init__.py")
-        if not os.path.isfile(init):
-            die(f"--liger {a.liger}: no liger_kernel/ops/__init__.py under it or its src/")
-        if os.path.getsize(init) != 0:
-            die(f"{init} is not empty: replace it by an empty file in your copy (upstream it imports every op)")
-        sys.path.insert(0, src)
-        liger = {"path": os.path.abspath(a.liger), "commit": liger_commit(src)}
+        sys.path.insert(0, liger_src)
+        liger = {"path": os.path.abspath(a.liger), "commit": liger_commit(liger_src)}
     import triton
 
     torch.manual_seed(0)

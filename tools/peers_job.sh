@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Issue 12's whole GPU job in one call: the main job (tools/run.sh: build, generation,
-# replay of every kernel, report, benchmark), the path tests once more in a log of their
-# own, the peer script's own CPU test, the peers (tools/bench_peers.py: torch.compile, and
-# Liger-Kernel with --liger) and the comparison (numgate-bench --peers). Every step runs
-# even when one before it failed; the exit status is 1 if any step failed, else 0. A step
-# skipped with exit 77 (no CUDA device; for the peer script also no PyTorch) counts as run:
-# read steps.txt. Bad arguments are refused at once (exit 2), before anything is built.
+# replay of every kernel and the path tests, report, benchmark), the peer script's own CPU
+# test, the peers (tools/bench_peers.py: torch.compile, and Liger-Kernel with --liger) and
+# the comparison (numgate-bench --peers). Every step runs even when one before it failed;
+# the exit status is 1 if any step failed, else 0. A step skipped with exit 77 (no CUDA
+# device; for the peer script also no PyTorch) counts as run: read steps.txt. Bad
+# arguments are refused at once (exit 2), before anything is built.
 #
 #   tools/peers_job.sh [--liger PATH/Liger-Kernel] [--logs DIR]
 #
@@ -13,8 +13,8 @@
 # Relative paths are taken from where the caller stands. Logs (default: $OUT/logs when OUT
 # is set, else $NUMGATE_BUILD_DIR/peers_job): steps.txt (epoch seconds and exit status of
 # each step), gpu.txt (nvidia-smi, commit, git status), run.log, report.md, report.json,
-# direct.log, cpu_bench_peers.log, bench_peers.log, peers.json, peers_bench.log; an earlier
-# run's logs, report and benchmark files are removed first. Build settings come from the
+# cpu_bench_peers.log, bench_peers.log, peers.json, peers_bench.log; an earlier run's
+# logs, report and benchmark files are removed first. Build settings come from the
 # environment as for tools/run.sh (NUMGATE_BUILD_DIR, relative to the repository root;
 # NUMGATE_CMAKE_ARGS, NUMGATE_OFFLINE_DEBS).
 set -uo pipefail
@@ -33,17 +33,10 @@ while (($#)); do
   if [ "$opt" = --liger ]; then liger=$val liger_given=1; else logs=$val; fi
 done
 cd "$(dirname "$0")/.." || exit 2
-# Refused before the main job's minutes, as tools/bench_peers.py would refuse it after them:
-# its package is looked for as the peer script does, and its ops/__init__.py must be empty.
+# The peer script's own --liger check, before the main job's minutes rather than after them.
 if ((liger_given)); then
-  src=$liger; [ -d "$liger/liger_kernel" ] || src=$liger/src
-  init=$src/liger_kernel/ops/__init__.py
-  if [ ! -f "$init" ]; then
-    echo "tools/peers_job.sh: --liger $liger: no liger_kernel/ops/__init__.py under it or its src/; give Liger-Kernel's repository or its src/ folder" >&2; exit 2
-  fi
-  if [ -s "$init" ]; then
-    echo "tools/peers_job.sh: --liger $liger: $init is not empty (upstream it imports every op); replace it by an empty file in your copy" >&2; exit 2
-  fi
+  python3 -c 'import sys; sys.path.insert(0, "tools"); import bench_peers; bench_peers.checked_liger_src(sys.argv[1])' \
+    "$liger" || exit 2
 fi
 build=${NUMGATE_BUILD_DIR:-build}
 if [ -z "$logs" ]; then
@@ -52,7 +45,7 @@ fi
 mkdir -p "$logs" || exit 2
 # Nothing from an earlier run may pass for this one's: its logs, its report, the per-op
 # benchmark files the peer script reads (an op whose replay fails writes none) and the peers file.
-(cd "$logs" && rm -f steps.txt gpu.txt run.log report.md report.json direct.log cpu_bench_peers.log \
+(cd "$logs" && rm -f steps.txt gpu.txt run.log report.md report.json cpu_bench_peers.log \
   bench_peers.log peers.json peers_bench.log)
 rm -f "$build/report.md" "$build/report.json" "$build/peers.json" "$build"/reports/*/bench.json
 failed=0
@@ -66,14 +59,6 @@ echo "$(date +%s) start" > "$logs/steps.txt"
 ( time tools/run.sh ) > "$logs/run.log" 2>&1; step run.sh $?
 tail -60 "$logs/run.log"
 cp "$build/report.md" "$build/report.json" "$logs/" 2>/dev/null
-
-# The path tests (each kernel path against its sibling, bit for bit or within the gate) on
-# the committed fixtures: every per-op replay above runs them too, mixed into its log;
-# here once more, alone, so that their results sit in one log.
-"$build/tests/numgate_replay" --fixtures golden_data --report-dir "$build/direct" \
-  --gtest_filter='NormBackwardPaths.*:NormForwardPaths.*:CrossEntropyFused.*:GluPaths.*:GluFastMath.*:SoftmaxBlockWidth.*:SoftmaxCausalBackward.*' \
-  > "$logs/direct.log" 2>&1; step direct $?
-tail -3 "$logs/direct.log"
 
 ctest --test-dir "$build" --no-tests=error -R '^cpu\.bench_peers$' > "$logs/cpu_bench_peers.log" 2>&1; step cpu.bench_peers $?
 tail -3 "$logs/cpu_bench_peers.log"

@@ -6,11 +6,12 @@
   load_bench_lines  numgate-bench's lines, distinct, in file order, filtered by dtype; a bad
                     file refused with exit 2 and a message naming the file, row and field
   sets_for          input sets so that one rotation touches more than 2x L2, memory permitting
-  main              refuses bad arguments and bad input before importing PyTorch; without
-                    PyTorch, exit 77 and a message saying so (not a traceback)
+  main              refuses bad arguments, bad input and a bad --liger tree (checked_liger_src)
+                    before importing PyTorch; without PyTorch, exit 77 and a message saying
+                    so (not a traceback)
   tools/peers_job.sh  (the device call that runs the main job, then this script) refuses a
-                    bad argument, or a --liger folder without an empty
-                    liger_kernel/ops/__init__.py, at once: exit 2, a message, nothing built
+                    bad argument, or a --liger tree that checked_liger_src refuses, at
+                    once: exit 2, a message, nothing built
 
 Run: python3 -m unittest discover -s tests/cpu -p 'test_bench_peers.py' (from the checkout).
 """
@@ -265,6 +266,18 @@ class MainWithoutTorch(unittest.TestCase):
         r = self.run_script("--bench", missing, "--out", out)
         self.assertEqual(r.returncode, bench_peers.EXIT_USAGE)
         self.assertIn(missing + ": cannot read numgate-bench JSON", r.stderr)
+        self.assertFalse(os.path.exists(out))
+
+    def test_a_bad_liger_tree_is_refused_before_pytorch(self):
+        out = os.path.join(self.tmp, "peers.json")
+        liger = os.path.join(self.tmp, "Liger-Kernel")
+        r = self.run_script("--bench", self.bench, "--out", out, "--liger", liger)
+        self.assertEqual(r.returncode, bench_peers.EXIT_USAGE, r.stderr)
+        self.assertIn(f"--liger {liger}: no liger_kernel/ops/__init__.py under it or its src/", r.stderr)
+        write(os.path.join(liger, "src", "liger_kernel", "ops", "__init__.py"), "from .rms_norm import *\n")
+        r = self.run_script("--bench", self.bench, "--out", out, "--liger", liger)
+        self.assertEqual(r.returncode, bench_peers.EXIT_USAGE, r.stderr)
+        self.assertIn("__init__.py is not empty", r.stderr)
         self.assertFalse(os.path.exists(out))
 
 
