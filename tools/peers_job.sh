@@ -19,7 +19,7 @@
 # NUMGATE_CMAKE_ARGS, NUMGATE_OFFLINE_DEBS).
 set -uo pipefail
 usage="usage: tools/peers_job.sh [--liger PATH] [--logs DIR]"
-liger="" logs="" liger_given=0
+liger="" logs=""
 while (($#)); do
   case "$1" in
     --liger|--logs) [ $# -ge 2 ] || { echo "tools/peers_job.sh: $1 needs a value ($usage)" >&2; exit 2; }
@@ -30,11 +30,11 @@ while (($#)); do
   esac
   [ -n "$val" ] || { echo "tools/peers_job.sh: $opt needs a non-empty value ($usage)" >&2; exit 2; }
   case "$val" in /*) ;; *) val=$PWD/$val ;; esac  # relative to where the caller stands
-  if [ "$opt" = --liger ]; then liger=$val liger_given=1; else logs=$val; fi
+  if [ "$opt" = --liger ]; then liger=$val; else logs=$val; fi
 done
 cd "$(dirname "$0")/.." || exit 2
 # The peer script's own --liger check, before the main job's minutes rather than after them.
-if ((liger_given)); then
+if [ -n "$liger" ]; then  # empty values are refused above
   python3 -c 'import sys; sys.path.insert(0, "tools"); import bench_peers; bench_peers.checked_liger_src(sys.argv[1])' \
     "$liger" || exit 2
 fi
@@ -64,7 +64,7 @@ ctest --test-dir "$build" --no-tests=error -R '^cpu\.bench_peers$' > "$logs/cpu_
 tail -3 "$logs/cpu_bench_peers.log"
 
 peer_args=(--bench "$build"/reports/*/bench.json --out "$build/peers.json")
-((liger_given)) && peer_args+=(--liger "$liger")
+[ -n "$liger" ] && peer_args+=(--liger "$liger")
 ( time python3 tools/bench_peers.py "${peer_args[@]}" ) > "$logs/bench_peers.log" 2>&1; step bench_peers $?
 tail -5 "$logs/bench_peers.log"
 cp "$build/peers.json" "$logs/" 2>/dev/null
